@@ -1,0 +1,41 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+# torch goes in first so that the package's `torch>=` range is already met: on the project machines the CPU wheel
+# torch==2.13.0 lies on local disk (/opt/wheels); a bare `pip install torch` would pull a multi-GB CUDA build.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH_SPEC ?= $(shell ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1 && echo "torch==2.13.0" || echo "torch>=2.3")
+EXTRAS ?= dev,llm,eval,mujoco
+STAMP := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
+
+.PHONY: run test lint typecheck pytest install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job: the quick benchmark suite over every landed pillar.
+run: $(STAMP)
+	OMP_NUM_THREADS=1 $(VENV)/bin/rolloutlab bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy rolloutlab mbrl planning meta envs
+
+pytest: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,26 @@
+"""rolloutlab's gymnasium environments, registered under the ``rolloutlab/`` namespace on import.
+
+>>> import gymnasium as gym, envs
+>>> env = gym.make("rolloutlab/Wordle-v0")  # doctest: +SKIP
+
+This package is the ground floor: it imports no other rolloutlab package. Entry points are strings, so registering does
+not import the environment modules (or their word lists) until an env is made.
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+# Each pillar adds its environments to this table: (id, entry point, kwargs, max_episode_steps or None).
+_ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
+    # --- wordle (planning pillar) ---
+    # --- metarl (in-context pillar) ---
+    # --- reasoning (rlvr pillar) ---
+]
+
+for _env_id, _entry_point, _kwargs, _max_steps in _ENVS:
+    if _env_id not in registry:
+        register(id=_env_id, entry_point=_entry_point, kwargs=_kwargs, max_episode_steps=_max_steps)
+
+ENV_IDS: tuple[str, ...] = tuple(env_id for env_id, _, _, _ in _ENVS)
+"""Every environment id this package registers."""

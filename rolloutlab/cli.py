@@ -1,0 +1,114 @@
+"""The ``rolloutlab`` command: one sub-command per pillar plus ``bench``.
+
+Typer is the CLI library: each pillar owns a small ``typer.Typer`` app in its own package (``planning/wordle/cli.py``,
+``mbrl/cli.py``, ...) and this top floor mounts them, so a pillar's commands live beside its code while ``--help``
+shows one tree. Pillar CLI modules import heavy dependencies (torch, SB3, transformers) inside their commands, which
+keeps ``rolloutlab --help`` fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rolloutlab import __version__
+from rolloutlab.bench import PillarEntry, run_suite
+
+# (sub-command, module holding a Typer `app`, module holding `quick_bench`), in the order the bench runs them.
+PILLARS: list[tuple[str, str, str]] = [
+    ("wordle", "planning.wordle.cli", "planning.wordle.bench"),
+    ("mbrl", "mbrl.cli", "mbrl.bench"),
+    ("meta", "meta.rollout_length.cli", "meta.rollout_length.bench"),
+    ("rlvr", "meta.rlvr.cli", "meta.rlvr.bench"),
+    ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
+]
+
+app = typer.Typer(
+    name="rolloutlab",
+    help="Model-based and planning RL: deciding how far, and how much, to roll out.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _import_if_landed(module: str) -> object | None:
+    """Import ``module``; ``None`` if the module itself does not exist yet (a pillar that has not landed).
+
+    An import error *inside* an existing module is a bug and is raised, never hidden.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            return None
+        raise
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"rolloutlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """rolloutlab: model-based and planning RL."""
+
+
+@app.command()
+def bench(
+    out: Annotated[Path, typer.Option(help="Parent directory for the bench-<time> folder.")] = Path("runs"),
+    only: Annotated[
+        str | None, typer.Option(help="Comma-separated pillars to run (default: every landed pillar).")
+    ] = None,
+) -> None:
+    """Run each landed pillar's headline benchmark at its small default size and print one summary table."""
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    wanted = None if only is None else {name.strip() for name in only.split(",") if name.strip()}
+    known = {name for name, _, _ in PILLARS}
+    if wanted is not None and not wanted <= known:
+        raise typer.BadParameter(
+            f"unknown pillar(s) {sorted(wanted - known)}; known: {sorted(known)}", param_hint="--only"
+        )
+    entries = []
+    for name, _, bench_module in PILLARS:
+        if wanted is not None and name not in wanted:
+            continue
+        module = _import_if_landed(bench_module)
+        if module is None:
+            entries.append(PillarEntry(name, None, f"{bench_module} does not exist yet"))
+        else:
+            entries.append(PillarEntry(name, module.quick_bench))  # type: ignore[attr-defined]
+    out_dir = out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = run_suite(entries, out_dir)
+    if summary["errors"]:
+        raise typer.Exit(code=1)
+
+
+def _mount_pillars() -> None:
+    for name, cli_module, _ in PILLARS:
+        module = _import_if_landed(cli_module)
+        if module is not None:
+            app.add_typer(module.app, name=name)  # type: ignore[attr-defined]
+
+
+_mount_pillars()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

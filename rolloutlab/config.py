@@ -1,0 +1,180 @@
+"""Typed configuration: YAML presets at the edge, strict dataclasses inside.
+
+:func:`from_dict` builds a dataclass from plain data and rejects unknown keys and values of the wrong type, naming the
+offending field with its full dotted path (``trainer.lr: expected float, got 'fast'``). Nested dataclasses,
+``Optional``, ``Literal``, ``list``/``tuple``/``dict`` of simple types are supported; ints are accepted where floats
+are expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from rolloutlab.checkpoint import atomic_write_text
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names the field."""
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        for option in args:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
+        return _build(tp, value, where)
+    if origin in (list, tuple) or tp in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(value):
+                raise ConfigError(f"{where}: expected {len(args)} items, got {len(value)}")
+            return tuple(_convert(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
+        item_type = args[0] if args else Any
+        items = [_convert(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or tp is tuple) else items
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        key_type, val_type = args if args else (Any, Any)
+        return {
+            _convert(k, key_type, f"{where}.<key>"): _convert(v, val_type, f"{where}.{k}") for k, v in value.items()
+        }
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected bool, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected int, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected float, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected str, got {value!r}")
+        return value
+    if tp is Path:
+        if not isinstance(value, str | os.PathLike):
+            raise ConfigError(f"{where}: expected a path, got {value!r}")
+        return Path(value)
+    if isinstance(tp, type):
+        if not isinstance(value, tp):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def _build(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown field {where}{unknown[0]!s} for {cls.__name__}; known fields: {', '.join(sorted(fields))}"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        where = f"{prefix}.{name}" if prefix else name
+        kwargs[name] = _convert(value, hints[name], where)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(f"{prefix or cls.__name__}: {exc}") from exc
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any] | None) -> T:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown and mistyped fields.
+
+    Raises:
+        ConfigError: naming the first offending field by its dotted path.
+    """
+    if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)):
+        raise TypeError(f"{cls!r} is not a dataclass type")
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"expected a mapping at the top level of the {cls.__name__} config, got {type(data).__name__}"
+        )
+    return _build(cls, data, "")
+
+
+def load_yaml(cls: type[T], path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> T:
+    """Load a YAML preset into dataclass ``cls``; ``overrides`` (already typed) win over the file."""
+    source = Path(path)
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {source}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
+    merged = dict(data or {})
+    merged.update(overrides or {})
+    try:
+        return from_dict(cls, merged)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain-data view of a dataclass config (paths as strings, tuples as lists), suitable for YAML/JSON."""
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    result = plain(cfg)
+    if not isinstance(result, dict):
+        raise TypeError(f"{cfg!r} is not a dataclass instance")
+    return result
+
+
+def save_yaml(cfg: Any, path: str | os.PathLike[str]) -> Path:
+    """Atomically write a dataclass config (or plain mapping) as YAML."""
+    data = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rolloutlab import __version__
+from rolloutlab.bench import BenchLine, PillarEntry, run_suite
+from rolloutlab.cli import PILLARS, app
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"rolloutlab {__version__}"
+
+
+def test_help_lists_bench_and_landed_pillars() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "bench" in result.stdout
+    import importlib.util
+
+    for name, cli_module, _ in PILLARS:
+        if importlib.util.find_spec(cli_module.rsplit(".", 1)[0]) and importlib.util.find_spec(cli_module):
+            assert name in result.stdout, f"landed pillar {name} missing from --help"
+
+
+def test_console_script_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rolloutlab.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert __version__ in result.stdout
+
+
+def test_bench_rejects_unknown_pillar(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "chess"])
+    assert result.exit_code != 0
+    assert "unknown pillar" in result.output
+
+
+def test_run_suite_reports_lines_missing_and_errors(tmp_path: Path) -> None:
+    def ok(out: Path) -> list[BenchLine]:
+        return [BenchLine("wordle", "easy", "total", 7920.0, "= 7920", True, 1.0, "rolloutlab wordle bench")]
+
+    def broken(out: Path) -> list[BenchLine]:
+        raise RuntimeError("boom")
+
+    summary = run_suite(
+        [PillarEntry("wordle", ok), PillarEntry("mbrl", None, "not yet"), PillarEntry("rlvr", broken)], tmp_path
+    )
+    assert summary["missing"] == {"mbrl": "not yet"}
+    assert summary["errors"] == {"rlvr": "RuntimeError: boom"}
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["lines"][0]["value"] == 7920.0
+    md = (tmp_path / "summary.md").read_text()
+    assert "| wordle | easy | total | 7920 |" in md
+    assert "not landed" in md and "error: RuntimeError: boom" in md

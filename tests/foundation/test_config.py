@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from rolloutlab.config import ConfigError, from_dict, load_yaml, save_yaml, to_dict
+
+
+@dataclass
+class Optim:
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+@dataclass
+class Cfg:
+    env_id: str = "Pendulum-v1"
+    steps: int = 1000
+    algo: Literal["mbpo", "dyna"] = "mbpo"
+    schedule: list[int] = field(default_factory=lambda: [20, 150, 1, 15])
+    seed: int | None = None
+    optim: Optim = field(default_factory=Optim)
+    verbose: bool = False
+
+
+def test_defaults_and_nested() -> None:
+    cfg = from_dict(Cfg, {"steps": 50, "optim": {"lr": 3}, "seed": None})
+    assert cfg.steps == 50
+    assert cfg.optim.lr == 3.0 and isinstance(cfg.optim.lr, float)
+    assert cfg.optim.betas == (0.9, 0.999)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"stepz": 1}, "unknown field stepz"),
+        ({"optim": {"lrr": 1.0}}, "unknown field optim.lrr"),
+        ({"steps": "many"}, "steps: expected int, got 'many'"),
+        ({"steps": 1.5}, "steps: expected int"),
+        ({"steps": True}, "steps: expected int"),
+        ({"optim": {"lr": "fast"}}, "optim.lr: expected float, got 'fast'"),
+        ({"algo": "ppo"}, "algo: expected one of \\['mbpo', 'dyna'\\]"),
+        ({"schedule": [1, "b"]}, r"schedule\[1\]: expected int"),
+        ({"optim": {"betas": [0.9]}}, "optim.betas: expected 2 items"),
+        ({"verbose": "yes"}, "verbose: expected bool"),
+        ({"optim": 3}, "optim: expected a mapping"),
+    ],
+)
+def test_rejections_name_the_field(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_dict(Cfg, data)
+
+
+def test_yaml_round_trip_and_file_errors(tmp_path: Path) -> None:
+    cfg = from_dict(Cfg, {"steps": 9, "optim": {"lr": 0.5}})
+    save_yaml(cfg, tmp_path / "c.yaml")
+    assert load_yaml(Cfg, tmp_path / "c.yaml") == cfg
+    assert load_yaml(Cfg, tmp_path / "c.yaml", overrides={"steps": 3}).steps == 3
+    assert to_dict(cfg)["optim"]["betas"] == [0.9, 0.999]
+    (tmp_path / "bad.yaml").write_text("steps: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_yaml(Cfg, tmp_path / "bad.yaml")
+    (tmp_path / "typo.yaml").write_text("steps: 3\nalgoo: dyna\n")
+    with pytest.raises(ConfigError, match=r"typo.yaml: unknown field algoo"):
+        load_yaml(Cfg, tmp_path / "typo.yaml")
+    with pytest.raises(ConfigError, match="not found"):
+        load_yaml(Cfg, tmp_path / "missing.yaml")

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from rolloutlab.logs import make_logger
+from rolloutlab.runs import make_run_dir, write_result
+from rolloutlab.seeding import seed_env, seed_everything
+from rolloutlab.threads import set_torch_threads
+
+
+@dataclass
+class _Cfg:
+    lr: float = 0.1
+
+
+def test_seed_everything_is_reproducible() -> None:
+    def draw() -> tuple:
+        rng = seed_everything(123)
+        return random.random(), np.random.rand(), torch.rand(1).item(), rng.random()
+
+    assert draw() == draw()
+    with pytest.raises(ValueError, match="non-negative"):
+        seed_everything(-1)
+
+
+def test_seed_env_reproducible() -> None:
+    env_a, env_b = gym.make("CartPole-v1"), gym.make("CartPole-v1")
+    obs_a, _ = seed_env(env_a, 5)
+    obs_b, _ = seed_env(env_b, 5)
+    assert np.array_equal(obs_a, obs_b)
+    assert env_a.action_space.sample() == env_b.action_space.sample()
+
+
+def test_run_dir_layout(tmp_path: Path) -> None:
+    run = make_run_dir("mbpo/Pendulum v1", 3, root=tmp_path, config=_Cfg())
+    assert run.name.startswith("mbpo-Pendulum-v1__3__")
+    assert yaml.safe_load((run / "config.yaml").read_text()) == {"lr": 0.1}
+    again = make_run_dir("mbpo/Pendulum v1", 3, root=tmp_path)
+    assert again != run and again.exists()
+    write_result(run, {"return": -150.0})
+    assert (run / "result.json").exists()
+
+
+def test_threads() -> None:
+    assert set_torch_threads(1) == 1
+    with pytest.raises(ValueError):
+        set_torch_threads(0)
+
+
+def test_logger_writes_csv_and_tensorboard(tmp_path: Path) -> None:
+    logger = make_logger(tmp_path, formats=("csv", "tensorboard"))
+    logger.record("model/holdout_nll", 1.5)
+    logger.record("meta/rollout_length", 4)
+    logger.dump(step=10)
+    logger.close()
+    csv = (tmp_path / "progress.csv").read_text()
+    assert "model/holdout_nll" in csv and "meta/rollout_length" in csv
+    assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.rglob("*"))
