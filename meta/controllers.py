@@ -16,9 +16,13 @@ Feedback keys used by the rollout-length controllers here (all optional unless a
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from enum import IntEnum
 from typing import Any
+
+import numpy as np
 
 Feedback = Mapping[str, Any]
 
@@ -110,6 +114,8 @@ _REGISTRY: dict[str, ControllerFactory] = {}
 # Controllers that need heavier packages register themselves when their module is imported; `make_controller`
 # imports that module on demand, so this file itself stays numpy-only.
 _LAZY_MODULES: dict[str, str] = {"learned": "meta.rollout_length.learned"}
+# RLVR per-prompt allocators (numpy-only): "uniform:8", "ar3po:2,4", ... as in meta.rlvr.allocators.make_allocator.
+_LAZY_MODULES.update(dict.fromkeys(("uniform", "dapo", "ar3po", "dars", "e3", "knapsack"), "meta.rlvr.allocators"))
 
 
 def register_controller(name: str, factory: ControllerFactory) -> None:
@@ -152,3 +158,138 @@ def make_controller(spec: str) -> Controller:
 def available_controllers() -> list[str]:
     """Names accepted by :func:`make_controller`."""
     return sorted(set(_REGISTRY) | set(_LAZY_MODULES))
+
+
+# --- rollout-length heuristics of Bhatia, Thomas & Zilberstein 2022 and MACURA (mbrl pillar) --------------------
+
+
+class BudgetLinear(RolloutLengthController):
+    """INC, DEC and INC-DEC: rollout length linear in the fraction ``f`` of the interaction budget used.
+
+    Bhatia, Thomas & Zilberstein 2022 (section 5) compare against these schedules: INC ``K = f K_max`` (0 -> K_max),
+    DEC ``K = (1 - f) K_max`` (K_max -> 0), INC-DEC up over the first half of the budget and down over the second,
+    ``K = K_max (1 - |2 f - 1|)``. ``K`` is rounded to the nearest int (halves up, float noise ignored). Needs
+    ``feedback["budget_fraction"]``.
+
+    Args:
+        kind: ``"inc"``, ``"dec"`` or ``"incdec"``.
+        k_max: The longest rollout length.
+    """
+
+    KINDS = ("inc", "dec", "incdec")
+
+    def __init__(self, kind: str, k_max: int) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
+        if k_max < 0:
+            raise ValueError(f"k_max must be >= 0, got {k_max}")
+        self.kind, self.k_max = kind, int(k_max)
+
+    def decide(self, feedback: Feedback) -> int:
+        f = min(max(float(_require(feedback, "budget_fraction", f"BudgetLinear({self.kind})")), 0.0), 1.0)
+        if self.kind == "inc":
+            level = f
+        elif self.kind == "dec":
+            level = 1.0 - f
+        else:
+            level = 1.0 - abs(2.0 * f - 1.0)
+        return math.floor(round(level * self.k_max, 9) + 0.5)  # round(., 9): 0.15 * 10 must give 2, not 1
+
+    def __repr__(self) -> str:
+        return f"BudgetLinear({self.kind!r}, {self.k_max})"
+
+
+class StepAction(IntEnum):
+    """The meta-agent's actions on the rollout length (Bhatia, Thomas & Zilberstein 2022, section 4)."""
+
+    DOWN = 0
+    NOOP = 1
+    UP = 2
+
+
+def step_rollout_length(k: int, action: int, k_max: int) -> int:
+    """Apply one UP / DOWN / NOOP action to the rollout length ``k``.
+
+    UP: ``K <- ceil(1.5 K)``, or 1 from 0; DOWN: ``K <- floor(K / 2)`` (so 1 -> 0); NOOP: unchanged; the result is
+    capped at ``k_max``. Integer arithmetic throughout (``ceil(3K/2) = (3K + 1) // 2``), so no float rounding.
+
+    Args:
+        k: Current rollout length, ``>= 0``.
+        action: A :class:`StepAction` (or its int value).
+        k_max: Cap on the rollout length.
+    """
+    if k < 0:
+        raise ValueError(f"rollout length must be >= 0, got {k}")
+    action = StepAction(int(action))
+    if action == StepAction.UP:
+        k = 1 if k == 0 else (3 * k + 1) // 2
+    elif action == StepAction.DOWN:
+        k //= 2
+    return min(int(k), int(k_max))
+
+
+class UncertaintyTruncation(RolloutLengthController):
+    """MACURA-style adaptive length: stop each imagined rollout once the ensemble disagrees too much.
+
+    Frauenknecht et al. 2024 (MACURA) cut every model rollout at the first step whose model uncertainty exceeds a
+    threshold, and calibrate that threshold per batch of rollouts as a quantile of the uncertainty at the *first*
+    step, where the model is queried on real states. Here uncertainty is the ensemble disagreement reported by the
+    world model (std across elites of the predicted mean), and the threshold is its ``percentile``-th percentile at
+    step 0. :meth:`decide` returns the longest allowed length ``k_max``; the rollout code calls :meth:`keep` at each
+    step with that step's disagreement and stops the rollouts for which it returns ``False``.
+
+    Args:
+        percentile: Percentile (0-100] of the first-step disagreement used as the threshold.
+        k_max: Longest rollout length.
+    """
+
+    def __init__(self, percentile: float, k_max: int = 32) -> None:
+        if not 0.0 < percentile <= 100.0:
+            raise ValueError(f"percentile must be in (0, 100], got {percentile}")
+        if k_max < 0:
+            raise ValueError(f"k_max must be >= 0, got {k_max}")
+        self.percentile, self.k_max = float(percentile), int(k_max)
+        self.threshold: float | None = None
+
+    def decide(self, feedback: Feedback) -> int:
+        return self.k_max
+
+    def keep(self, step: int, disagreement: Any) -> Any:
+        """Which rollouts may continue past ``step`` (0-based) given their disagreement there.
+
+        Args:
+            step: Rollout step index; step 0 (re)calibrates the threshold.
+            disagreement: ``[N]`` array of ensemble disagreement at this step.
+
+        Returns:
+            ``[N]`` boolean array, ``True`` where ``disagreement <= threshold``.
+        """
+        values = np.asarray(disagreement, dtype=np.float64)
+        if step == 0 or self.threshold is None:
+            self.threshold = float(np.percentile(values, self.percentile)) if values.size else math.inf
+        return values <= self.threshold
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"threshold": self.threshold}
+
+    def __repr__(self) -> str:
+        return f"UncertaintyTruncation({self.percentile:g}, k_max={self.k_max})"
+
+
+def _uncertainty_spec(args: str) -> UncertaintyTruncation:
+    parts = [p.strip() for p in args.split(",") if p.strip()]
+    if len(parts) not in (1, 2):
+        raise ValueError(f"controller spec 'uncertainty' takes PERCENTILE[,K_MAX], got {args!r}")
+    try:
+        return UncertaintyTruncation(float(parts[0]), *(int(p) for p in parts[1:]))
+    except ValueError as exc:
+        raise ValueError(f"controller spec 'uncertainty:{args}': {exc}") from exc
+
+
+def _budget_linear_spec(kind: str) -> ControllerFactory:
+    return lambda args: BudgetLinear(kind, *_ints(args, 1, kind))
+
+
+for _kind in BudgetLinear.KINDS:
+    register_controller(_kind, _budget_linear_spec(_kind))
+register_controller("uncertainty", _uncertainty_spec)

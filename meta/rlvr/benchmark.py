@@ -1,0 +1,239 @@
+"""The RLVR allocation benchmark's parts: the arms, one training run per (arm, seed), and the summary statistics.
+
+Every arm starts from the same SFT checkpoint, sees prompts from the same pool in the same seeded order, uses the same
+optimizer, prompts per step and number of steps, and is evaluated (greedy accuracy) on the same held-out set. Only
+the allocator differs. The primary metric is the cumulative number of generated completion tokens (and responses) at
+which held-out accuracy first reaches 95% of uniform G=8's final accuracy; :func:`ratio_with_interval` turns it into
+a ratio to uniform G=8 with a seed bootstrap interval. The experiment script (``experiments/rlvr/benchmark.py``) and
+the quick bench (:mod:`meta.rlvr.bench`) both drive these functions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from envs.reasoning import Task
+from meta.rlvr.allocators import Allocator, DynamicSampling, Uniform
+from meta.rlvr.ar3po import AR3PO
+from meta.rlvr.charlm import load_model
+from meta.rlvr.dars import DARS
+from meta.rlvr.e3 import E3Budget
+from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.knapsack import Knapsack
+from meta.rlvr.vocab import CharVocab
+
+#: The issue's arms, all matched to uniform G=8's per-step budget where the method has a budget knob.
+ARMS: dict[str, Callable[[], Allocator]] = {
+    "uniform_g4": lambda: Uniform(4),
+    "uniform_g8": lambda: Uniform(8),
+    "uniform_g16": lambda: Uniform(16),
+    "dapo": lambda: DynamicSampling(8, max_rounds=2),
+    "ar3po": lambda: AR3PO(stage_size=2, max_stages=4, reuse=True),
+    "dars": lambda: DARS(base=4, max_total=16, schedule="et"),
+    "e3": lambda: E3Budget(n_min=4, n_max=12, budget_per_prompt=8, delta=2, n_low=2, n_high=16),
+    "knapsack": lambda: Knapsack(budget_per_prompt=8, n_max=16),
+}
+ADAPTIVE_ARMS = ("dapo", "ar3po", "dars", "e3", "knapsack")
+BASELINE = "uniform_g8"
+
+
+@dataclass
+class RunSettings:
+    """What every arm shares.
+
+    Attributes:
+        steps: GRPO steps per run.
+        eval_every: Evaluate held-out accuracy every this many steps (and at step 0 and the end).
+        grpo: Trainer settings (its ``seed`` is overwritten per run).
+    """
+
+    steps: int
+    eval_every: int
+    grpo: GRPOConfig
+
+
+def run_arm(
+    arm: str,
+    seed: int,
+    checkpoint: str,
+    pool: Sequence[Task],
+    held_out: Sequence[Task],
+    settings: RunSettings,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Train one arm from the SFT checkpoint and record the learning curve against cumulative cost.
+
+    Returns:
+        ``{"arm", "seed", "curve": [{"step", "accuracy", "completion_tokens", "responses", ...}], "costs", "seconds",
+        "zero_variance_fraction", "allocator"}``.
+    """
+    torch.manual_seed(seed)
+    model, _, _ = load_model(checkpoint)
+    allocator = ARMS[arm]()
+    cfg = GRPOConfig(**{**vars(settings.grpo), "seed": seed})
+    trainer = GRPOTrainer(model, CharVocab(), pool, allocator, cfg)
+    start = time.perf_counter()
+
+    def point(step: int) -> dict[str, Any]:
+        costs = trainer.costs.as_dict()
+        return {"step": step, "accuracy": trainer.evaluate(held_out), **costs}
+
+    curve = [point(0)]
+    for step in range(1, settings.steps + 1):
+        trainer.step()
+        if step % settings.eval_every == 0 or step == settings.steps:
+            curve.append(point(step))
+            if log is not None:
+                last = curve[-1]
+                log(f"{arm} seed {seed} step {step}: acc {last['accuracy']:.3f} tokens {last['completion_tokens']}")
+    costs = trainer.costs.as_dict()
+    return {
+        "arm": arm,
+        "seed": seed,
+        "curve": curve,
+        "costs": costs,
+        "seconds": time.perf_counter() - start,
+        "zero_variance_fraction": costs["zero_variance_groups"] / max(costs["groups"], 1),
+        "allocator": allocator.describe(),
+    }
+
+
+#: Evaluations averaged into a run's "final" accuracy (the held-out estimate is noisy; one point would be noisier).
+FINAL_WINDOW = 3
+
+
+def final_accuracy(run: dict[str, Any]) -> float:
+    """Held-out accuracy at the end of a run: the mean of the last :data:`FINAL_WINDOW` evaluations."""
+    return float(np.mean([p["accuracy"] for p in run["curve"][-FINAL_WINDOW:]]))
+
+
+def first_reaching(run: dict[str, Any], target: float, key: str = "completion_tokens") -> float | None:
+    """``key`` (cumulative cost) at the first evaluation with accuracy ``>= target``; ``None`` if never."""
+    for p in run["curve"]:
+        if p["accuracy"] >= target - 1e-12:
+            return float(p[key])
+    return None
+
+
+def accuracy_at(run: dict[str, Any], tokens: float) -> float:
+    """Accuracy of the last evaluation made with at most ``tokens`` completion tokens spent."""
+    best = run["curve"][0]["accuracy"]
+    for p in run["curve"]:
+        if p["completion_tokens"] <= tokens:
+            best = p["accuracy"]
+    return float(best)
+
+
+def mean_interval(values: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list[float]:
+    """Seed-bootstrap percentile interval of the mean of ``values``."""
+    v = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return [float(lo), float(hi)]
+
+
+def ratio_with_interval(
+    arm_values: Sequence[float | None],
+    base_values: Sequence[float | None],
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float | None, list[float | None]]:
+    """Ratio of seed means (arm / baseline) and a paired seed-bootstrap percentile interval.
+
+    A run that never reached the target counts as infinitely expensive; an infinite ratio or bound is returned as
+    ``None`` (JSON has no infinity). Seeds are resampled jointly (the same seed shares the SFT start and prompt order).
+    """
+    a = np.array([math.inf if v is None else v for v in arm_values], dtype=float)
+    b = np.array([math.inf if v is None else v for v in base_values], dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("need the same non-zero number of seeds for arm and baseline")
+
+    def ratio(x: np.ndarray, y: np.ndarray) -> float:
+        mx, my = x.mean(), y.mean()
+        if math.isinf(mx) and math.isinf(my):
+            return math.nan
+        if my == 0:
+            return math.inf if mx > 0 else 1.0
+        return float(mx / my)
+
+    point = ratio(a, b)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, a.size, size=(n_boot, a.size))
+    boots = np.array([ratio(a[i], b[i]) for i in idx])
+    boots = boots[~np.isnan(boots)]
+    if boots.size == 0:
+        return None, [None, None]
+    # inverted_cdf picks sample values (no interpolation), so infinite bootstrap ratios never meet inf - inf.
+    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2], method="inverted_cdf")
+
+    def finite(x: float) -> float | None:
+        return None if (math.isinf(x) or math.isnan(x)) else float(x)
+
+    return finite(point), [finite(float(lo)), finite(float(hi))]
+
+
+def summarize(runs: Sequence[dict[str, Any]], task: str, seeds: Sequence[int], arms: Sequence[str]) -> dict[str, Any]:
+    """The summary JSON of the issue (plus extras): per-arm tokens/responses to target, final accuracy, ratios."""
+    by = {(r["arm"], r["seed"]): r for r in runs}
+    base_final = [final_accuracy(by[(BASELINE, s)]) for s in seeds if (BASELINE, s) in by]
+    if len(base_final) != len(seeds):
+        raise ValueError("summary needs a uniform_g8 run for every seed")
+    target = 0.95 * float(np.mean(base_final))
+    common_tokens = min(by[(a, s)]["costs"]["completion_tokens"] for a in arms for s in seeds if (a, s) in by)
+    out_arms: dict[str, Any] = {}
+    for arm in arms:
+        if not all((arm, s) in by for s in seeds):
+            continue
+        rs = [by[(arm, s)] for s in seeds]
+        out_arms[arm] = {
+            "tokens_to_target": [first_reaching(r, target) for r in rs],
+            "responses_to_target": [first_reaching(r, target, "responses") for r in rs],
+            "final_accuracy": [final_accuracy(r) for r in rs],
+            "final_accuracy_ci": mean_interval([final_accuracy(r) for r in rs]),
+            "total_tokens": float(np.mean([r["costs"]["completion_tokens"] for r in rs])),
+            "total_responses": float(np.mean([r["costs"]["responses"] for r in rs])),
+            "total_prompt_tokens": float(np.mean([r["costs"]["prompt_tokens"] for r in rs])),
+            "reused_responses": float(np.mean([r["costs"]["reused_responses"] for r in rs])),
+            "dropped_tokens": float(np.mean([r["costs"]["dropped_tokens"] for r in rs])),
+            "zero_variance_fraction": float(np.mean([r["zero_variance_fraction"] for r in rs])),
+            "accuracy_at_common_tokens": [accuracy_at(r, common_tokens) for r in rs],
+        }
+    base = out_arms[BASELINE]
+    for entry in out_arms.values():
+        ratio, ci = ratio_with_interval(entry["tokens_to_target"], base["tokens_to_target"])
+        entry["ratio_tokens_vs_uniform_g8"] = ratio
+        entry["ratio_ci"] = ci
+        r_ratio, r_ci = ratio_with_interval(entry["responses_to_target"], base["responses_to_target"])
+        entry["ratio_responses_vs_uniform_g8"] = r_ratio
+        entry["ratio_responses_ci"] = r_ci
+    candidates = [a for a in ADAPTIVE_ARMS if a in out_arms and out_arms[a]["ratio_tokens_vs_uniform_g8"] is not None]
+    best: dict[str, Any] = {"arm": None, "ratio_tokens_vs_uniform_g8": None, "ci": [None, None]}
+    if candidates:
+        arm = min(candidates, key=lambda a: out_arms[a]["ratio_tokens_vs_uniform_g8"])
+        best = {
+            "arm": arm,
+            "ratio_tokens_vs_uniform_g8": out_arms[arm]["ratio_tokens_vs_uniform_g8"],
+            "ci": out_arms[arm]["ratio_ci"],
+            "final_accuracy_delta": float(
+                np.mean(out_arms[arm]["final_accuracy"]) - np.mean(out_arms[BASELINE]["final_accuracy"])
+            ),
+        }
+        lo, hi = out_arms[BASELINE]["final_accuracy_ci"]
+        best["final_accuracy_within_uniform_g8_interval"] = bool(lo <= np.mean(out_arms[arm]["final_accuracy"]) <= hi)
+    return {
+        "task": task,
+        "seeds": list(seeds),
+        "target_accuracy": target,
+        "common_tokens": common_tokens,
+        "arms": out_arms,
+        "best_adaptive": best,
+    }

@@ -1,0 +1,180 @@
+"""KV-cached sampling and per-token log-probabilities for causal LMs with a Hugging Face style forward.
+
+The model is called as ``model(input_ids=..., attention_mask=..., position_ids=..., <cache>=..., use_cache=True)`` and
+returns an object with ``.logits`` and the cache (``.cache`` in transformers ≥ 5.2x, ``.past_key_values`` before);
+both spellings are supported. Prompts of different lengths are left-padded, with position ids counted from each row's
+first real token so padding does not shift positions.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Samples:
+    """Sampled completions.
+
+    Attributes:
+        completions: Token ids per row, ending with EOS if one was produced (EOS counted as a generated token).
+        mean_entropy: Mean next-token entropy (nats) over all generated tokens, at the sampling temperature.
+    """
+
+    completions: list[list[int]]
+    mean_entropy: float
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_out(output: object) -> object:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token lists into ``(ids, mask)``, both ``(batch, max_len)`` long tensors."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r) :] = torch.as_tensor(list(r), dtype=torch.long)
+            mask[i, width - len(r) :] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def sample(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    suppress: Sequence[int] = (),
+) -> Samples:
+    """Sample one completion per prompt row with a KV cache.
+
+    Args:
+        model: Causal LM (see module docstring for the forward contract).
+        prompts: Prompt token ids per row (repeat a prompt to get several responses).
+        max_new_tokens: Most tokens generated per row (EOS included).
+        eos_id: End-of-sequence id; a row stops after producing it.
+        pad_id: Padding id.
+        temperature: Softmax temperature; ``0`` means greedy decoding.
+        generator: Torch generator for reproducible sampling.
+        suppress: Token ids never to sample (e.g. pad and BOS); :func:`sequence_logprobs` must get the same list.
+
+    Returns:
+        :class:`Samples`.
+    """
+    if not prompts:
+        return Samples([], 0.0)
+    was_training = model.training
+    model.eval()
+    cache_kw = _cache_kwarg(model)
+    ids, mask = left_pad(prompts, pad_id)
+    batch = ids.shape[0]
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    cache = _cache_out(out)
+    logits = out.logits[:, -1, :]
+    next_pos = positions[:, -1] + 1
+    finished = torch.zeros(batch, dtype=torch.bool)
+    generated = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long)
+    entropy_sum, entropy_count = 0.0, 0
+    banned = torch.as_tensor(list(suppress), dtype=torch.long)
+    for t in range(max_new_tokens):
+        logits = logits.float()
+        if len(banned):
+            logits[:, banned] = float("-inf")
+        if temperature > 0:
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        else:
+            logp = torch.log_softmax(logits, dim=-1)
+            token = logits.argmax(dim=-1)
+        active = ~finished
+        probs = logp.exp()
+        entropy = -(probs * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
+        entropy_sum += float(entropy[active].sum())
+        entropy_count += int(active.sum())
+        token = torch.where(finished, torch.full_like(token, pad_id), token)
+        generated[:, t] = token
+        finished = finished | (token == eos_id)
+        if bool(finished.all()) or t == max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, (~finished | (token == eos_id)).long().unsqueeze(1)], dim=1)
+        out = model(
+            input_ids=token.unsqueeze(1),
+            attention_mask=mask,
+            position_ids=next_pos.unsqueeze(1),
+            use_cache=True,
+            **{cache_kw: cache},
+        )
+        cache = _cache_out(out)
+        logits = out.logits[:, -1, :]
+        next_pos = next_pos + 1
+    completions: list[list[int]] = []
+    for row in generated.tolist():
+        cut: list[int] = []
+        for tok in row:
+            if tok == pad_id:
+                break
+            cut.append(tok)
+            if tok == eos_id:
+                break
+        completions.append(cut)
+    model.train(was_training)
+    return Samples(completions, entropy_sum / max(entropy_count, 1))
+
+
+def sequence_logprobs(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad_id: int,
+    temperature: float = 1.0,
+    suppress: Sequence[int] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities of ``completions`` given ``prompts`` (with gradients).
+
+    Prompts are left-padded and completions right-padded so every row's completion starts at the same column.
+    ``temperature`` and ``suppress`` must match the ones used by :func:`sample` for the ratios to be exact.
+
+    Returns:
+        ``(logp, mask)``, both ``(batch, max_completion_len)``; ``mask`` is 1.0 on real completion tokens.
+    """
+    p_ids, p_mask = left_pad(prompts, pad_id)
+    width = max(max((len(c) for c in completions), default=0), 1)
+    c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
+    c_mask = torch.zeros((len(completions), width), dtype=torch.long)
+    for i, c in enumerate(completions):
+        if c:
+            c_ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
+            c_mask[i, : len(c)] = 1
+    ids = torch.cat([p_ids, c_ids], dim=1)
+    mask = torch.cat([p_mask, c_mask], dim=1)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    # Logits at column j predict token j+1: the completion's tokens are predicted by the columns just before them.
+    start = p_ids.shape[1]
+    pred = logits[:, start - 1 : start - 1 + width, :].float()
+    if temperature > 0 and temperature != 1.0:
+        pred = pred / temperature
+    if suppress:
+        # Same support as the sampler: suppressed ids get probability 0 (their logits are -inf).
+        pred = pred.index_fill(-1, torch.as_tensor(list(suppress), dtype=torch.long), float("-inf"))
+    logp = torch.log_softmax(pred, dim=-1).gather(-1, c_ids.unsqueeze(-1)).squeeze(-1)
+    # Padding positions may hold a suppressed id (log-prob -inf); zero them so masked sums stay finite.
+    logp = logp.masked_fill(c_mask == 0, 0.0)
+    return logp, c_mask.float()

@@ -1,0 +1,75 @@
+"""Benchmark statistics: first crossing, bootstrap ratio, summary keys (on hand-made curves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from meta.rlvr.benchmark import (
+    ARMS,
+    accuracy_at,
+    final_accuracy,
+    first_reaching,
+    mean_interval,
+    ratio_with_interval,
+    summarize,
+)
+
+
+def _run(arm: str, seed: int, accs: list[float], tokens_per_eval: int) -> dict[str, Any]:
+    curve = [
+        {"step": i, "accuracy": a, "completion_tokens": i * tokens_per_eval, "responses": i * 10}
+        for i, a in enumerate(accs)
+    ]
+    costs = {
+        "completion_tokens": curve[-1]["completion_tokens"],
+        "responses": curve[-1]["responses"],
+        "prompt_tokens": 0,
+        "reused_responses": 0,
+        "dropped_tokens": 0,
+    }
+    return {"arm": arm, "seed": seed, "curve": curve, "costs": costs, "zero_variance_fraction": 0.5}
+
+
+def test_first_reaching_and_accuracy_at() -> None:
+    run = _run("x", 0, [0.1, 0.3, 0.5, 0.4, 0.6], 100)
+    assert first_reaching(run, 0.45) == 200
+    assert first_reaching(run, 0.45, "responses") == 20
+    assert first_reaching(run, 0.9) is None
+    assert accuracy_at(run, 250) == 0.5
+    assert final_accuracy(run) == pytest.approx((0.5 + 0.4 + 0.6) / 3)
+
+
+def test_ratio_with_interval() -> None:
+    ratio, ci = ratio_with_interval([50, 50, 50], [100, 100, 100])
+    assert ratio == pytest.approx(0.5) and ci == pytest.approx([0.5, 0.5])
+    ratio, ci = ratio_with_interval([50, 100, 150], [100, 100, 100])
+    assert ratio == pytest.approx(1.0) and ci[0] is not None and ci[0] < 1.0 < ci[1]  # type: ignore[operator]
+    # a seed that never reached the target makes the ratio infinite -> None
+    ratio, ci = ratio_with_interval([None, 50, 50], [100, 100, 100])
+    assert ratio is None and ci[1] is None
+    with pytest.raises(ValueError):
+        ratio_with_interval([1.0], [1.0, 2.0])
+    lo, hi = mean_interval([0.5, 0.5, 0.5])
+    assert lo == hi == 0.5
+
+
+def test_summary_has_the_issue_keys() -> None:
+    runs = []
+    for seed in (0, 1, 2):
+        for arm in ARMS:
+            cheap = arm == "ar3po"
+            runs.append(_run(arm, seed, [0.2, 0.4, 0.6, 0.6, 0.6], 50 if cheap else 100))
+    summary = summarize(runs, "toy", [0, 1, 2], list(ARMS))
+    assert {"task", "seeds", "target_accuracy", "arms", "best_adaptive"} <= set(summary)
+    for arm in ARMS:
+        entry = summary["arms"][arm]
+        assert {"tokens_to_target", "responses_to_target", "final_accuracy", "total_tokens"} <= set(entry)
+        assert len(entry["tokens_to_target"]) == 3
+    assert summary["target_accuracy"] == pytest.approx(0.57)
+    best = summary["best_adaptive"]
+    assert best["arm"] == "ar3po"
+    assert best["ratio_tokens_vs_uniform_g8"] == pytest.approx(0.5)
+    assert {"arm", "ratio_tokens_vs_uniform_g8", "ci", "final_accuracy_delta"} <= set(best)
+    assert best["final_accuracy_delta"] == pytest.approx(0.0)
