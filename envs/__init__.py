@@ -13,9 +13,11 @@ from gymnasium.envs.registration import register, registry
 
 # Each pillar adds its environments to this table: (id, entry point, kwargs, max_episode_steps or None).
 _ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
-    # --- wordle (planning pillar) ---
-    # --- metarl (in-context pillar) ---
+    # --- wordle (planning pillar); the env truncates itself after its 6 guesses ---
+    ("rolloutlab/Wordle-v0", "envs.wordle:WordleEnv", {}, None),
+    # --- metarl (in-context pillar); one episode = one whole meta-rollout, so the envs end it themselves ---
     # --- reasoning (rlvr pillar) ---
+    # --- perturbed physics (meta rollout-length pillar); defaults are the paper's test perturbation ---
 ]
 
 for _env_id, _entry_point, _kwargs, _max_steps in _ENVS:

@@ -1,0 +1,142 @@
+"""Wordle benchmark table: every policy evaluated exactly over all 2315 original answers.
+
+Read top to bottom: the runs are listed in ``RUNS``; each is evaluated with ``planning.wordle.bench.run_benchmark``
+(the same code as ``rolloutlab wordle bench``) and written to ``experiments/wordle/results/<name>.json`` as soon as
+it finishes, so an interrupted table resumes where it stopped (finished runs are skipped unless ``--force``). The
+table is printed at the end and written to ``results/summary.json``.
+
+    OMP_NUM_THREADS=1 python experiments/wordle/benchmark.py            # all runs
+    OMP_NUM_THREADS=1 python experiments/wordle/benchmark.py --only easy_rollout_gep_k10_salet
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from planning.wordle.bench import run_benchmark
+from planning.wordle.solver import SolverConfig
+from rolloutlab.checkpoint import atomic_write_json
+
+
+@dataclass
+class Args:
+    out_dir: Path = Path(__file__).parent / "results"
+    """Where the JSON records go."""
+    only: list[str] = field(default_factory=list)
+    """Run only these names (default: every run)."""
+    force: bool = False
+    """Re-run runs whose JSON already exists."""
+
+
+def command_for(config: SolverConfig, name: str) -> str:
+    """The ``rolloutlab wordle bench`` command that reproduces one run."""
+    parts = [
+        "rolloutlab wordle bench",
+        f"--mode {config.mode}",
+        f"--policy {config.policy}",
+        f"--heuristic {config.heuristic}",
+        f"--top-k {config.top_k}",
+        f"--opener {config.opener or 'none'}",
+    ]
+    if config.lists != "original":
+        parts.append(f"--lists {config.lists}")
+    if not config.candidate_tiebreak:
+        parts.append("--no-candidate-tiebreak")
+    parts.append(f"--json experiments/wordle/results/{name}.json")
+    return " ".join(parts)
+
+
+# name -> configuration. Greedy runs use the same opener as the rollout headline so the columns compare policies only.
+RUNS: dict[str, SolverConfig] = {
+    "easy_rollout_gep_k10_salet": SolverConfig(
+        mode="easy", policy="rollout", heuristic="gep", top_k=10, opener="salet"
+    ),
+    **{
+        f"easy_greedy_{h}_salet": SolverConfig(mode="easy", policy="greedy", heuristic=h, opener="salet")
+        for h in ("mig", "mrd", "gep", "minimax")
+    },
+    "hard_rollout_gep_k10_salet": SolverConfig(
+        mode="hard", policy="rollout", heuristic="gep", top_k=10, opener="salet"
+    ),
+    **{
+        f"hard_greedy_{h}_salet": SolverConfig(mode="hard", policy="greedy", heuristic=h, opener="salet")
+        for h in ("mig", "mrd", "gep", "minimax")
+    },
+    # The paper-faithful configuration: plain max-entropy greedy (ties by list order, no candidate preference, no
+    # "guess a candidate when two are left"), its own first guess; then ours with the same opener.
+    "paper_easy_greedy_mig_notiebreak": SolverConfig(
+        policy="greedy", heuristic="mig", opener=None, candidate_tiebreak=False
+    ),
+    "paper_easy_rollout_mig_k10_notiebreak": SolverConfig(
+        policy="rollout", heuristic="mig", top_k=10, opener=None, candidate_tiebreak=False
+    ),
+    "easy_greedy_mig_own_opener": SolverConfig(policy="greedy", heuristic="mig", opener=None),
+    "easy_rollout_mig_k10_own_opener": SolverConfig(policy="rollout", heuristic="mig", top_k=10, opener=None),
+    "easy_rollout_gep_k10_auto": SolverConfig(mode="easy", policy="rollout", heuristic="gep", top_k=10, opener="auto"),
+}
+
+
+def main(args: Args) -> None:
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    names = args.only or list(RUNS)
+    for name in names:
+        path = args.out_dir / f"{name}.json"
+        if path.exists() and not args.force:
+            print(f"{name}: exists, skipped")
+            continue
+        config = RUNS[name]
+        start = time.perf_counter()
+        record = run_benchmark(config)
+        record["name"] = name
+        record["command"] = command_for(config, name)
+        record["args"] = {k: str(v) for k, v in dataclasses.asdict(args).items()}
+        record["created"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        atomic_write_json(path, record)
+        print(
+            f"{name}: total {record['total']} mean {record['mean']:.4f} max {record['max']} "
+            f"failures {record['failures']} ({time.perf_counter() - start:.1f}s)",
+            flush=True,
+        )
+
+    rows = []
+    for name in RUNS:
+        path = args.out_dir / f"{name}.json"
+        if path.exists():
+            r = json.loads(path.read_text())
+            rows.append(
+                {
+                    k: r[k]
+                    for k in (
+                        "name",
+                        "mode",
+                        "policy",
+                        "heuristic",
+                        "top_k",
+                        "opener",
+                        "total",
+                        "mean",
+                        "max",
+                        "failures",
+                        "seconds",
+                        "command",
+                    )
+                }
+            )
+    atomic_write_json(args.out_dir / "summary.json", {"runs": rows})
+    print("| run | total | mean | max | failures | seconds |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['total']} | {r['mean']:.4f} | {r['max']} | {r['failures']} | {r['seconds']:.1f} |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", type=Path, default=Args.out_dir)
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--force", action="store_true")
+    ns = parser.parse_args()
+    main(Args(out_dir=ns.out_dir, only=ns.only, force=ns.force))

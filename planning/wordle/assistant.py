@@ -1,0 +1,248 @@
+"""The interactive Wordle assistant behind ``rolloutlab wordle play``.
+
+It suggests a guess (with the policy's top alternatives and their exact expected number of guesses), reads back the
+guess actually played and its colours, narrows the candidates and repeats. Input and output are injected callables,
+so a whole session can be driven from a list of lines in a test. Every bad line -- malformed input, an unknown word,
+a hard-mode violation, colours no remaining answer can produce -- gets a message and changes nothing.
+
+Colours can be typed in three notations, one symbol per letter: ``gybbg`` (green / yellow / black), ``21002``
+(2 green, 1 yellow, 0 grey) or the game's share squares ``🟩🟨⬛`` (white ⬜ and the high-contrast 🟧 green / 🟦 yellow
+squares are read too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from envs.wordle import GREEN, GREY, YELLOW, encode_pattern
+from planning.wordle.model import WordleBelief
+from planning.wordle.solver import WordleSolver
+
+_SYMBOLS: dict[str, int] = {
+    "g": GREEN,
+    "y": YELLOW,
+    "b": GREY,
+    "2": GREEN,
+    "1": YELLOW,
+    "0": GREY,
+    "🟩": GREEN,
+    "🟨": YELLOW,
+    "⬛": GREY,
+    "⬜": GREY,
+    "🟧": GREEN,
+    "🟦": YELLOW,
+}
+_SQUARES = {GREEN: "🟩", YELLOW: "🟨", GREY: "⬛"}
+
+HELP = """\
+Type the word you played and the colours you got, e.g.  salet bybbg
+  colours: g/y/b letters (green, yellow, black), digits 2/1/0, or the squares 🟩🟨⬛, one per letter
+  only the colours (e.g. bybbg) means you played my suggestion
+Commands: undo (take back the last guess), help, quit"""
+
+
+class InputError(ValueError):
+    """A line the assistant cannot use; the message says why."""
+
+
+def parse_colours(text: str, length: int) -> tuple[int, ...]:
+    """Colours from any of the three notations.
+
+    Args:
+        text: The typed colours (case-insensitive; spaces and emoji variation selectors ignored).
+        length: Letters per word.
+
+    Raises:
+        InputError: Unknown symbols or the wrong number of them.
+    """
+    cleaned = [ch for ch in text.lower() if ch not in " \t\ufe0f\u200d"]
+    bad = sorted({ch for ch in cleaned if ch not in _SYMBOLS})
+    if bad:
+        raise InputError(f"colours {text!r}: unknown symbol(s) {' '.join(bad)}; use g/y/b, 2/1/0 or 🟩🟨⬛")
+    if len(cleaned) != length:
+        raise InputError(f"colours {text!r}: {len(cleaned)} symbols for {length} letters")
+    return tuple(_SYMBOLS[ch] for ch in cleaned)
+
+
+def squares(colours: tuple[int, ...]) -> str:
+    """The share-square rendering of ``colours``."""
+    return "".join(_SQUARES[c] for c in colours)
+
+
+@dataclass
+class _State:
+    belief: WordleBelief
+    history: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+
+
+class Assistant:
+    """One assistant session over a configured solver.
+
+    Args:
+        solver: The policy to consult.
+        write: Prints one message (may contain newlines).
+        n_alternatives: Alternatives shown with each suggestion.
+        list_below: List the remaining answers when at most this many are left.
+    """
+
+    def __init__(
+        self, solver: WordleSolver, write: Callable[[str], None], n_alternatives: int = 5, list_below: int = 12
+    ) -> None:
+        self.solver = solver
+        self.write = write
+        self.n_alternatives = n_alternatives
+        self.list_below = list_below
+        self.state = _State(solver.root())
+        self.undo_stack: list[_State] = []
+        self.solved = False
+
+    @property
+    def depth(self) -> int:
+        """Guesses played so far."""
+        return len(self.state.history)
+
+    def suggest(self) -> None:
+        """Print the suggestion for the current position."""
+        solver, belief = self.solver, self.state.belief
+        words = [solver.lists.answers[i] for i in belief.candidates]
+        if len(words) == 1:
+            self.write(f"It must be {words[0].upper()}.")
+            return
+        if self.depth == 0:
+            opener = solver.lists.allowed[solver.opener()]
+            self.write(
+                f"Suggested opener: {opener.upper()} "
+                f"({len(words)} possible answers; compare openers with `rolloutlab wordle bench --opener auto`)"
+            )
+            return
+        choice = solver.lists.allowed[solver.act(belief, self.depth)]
+        alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
+        self.write(f"Suggested: {choice.upper()}")
+        lines = ["  guess   expected guesses in all   could win now"]
+        for alt in alternatives:
+            late = f"   ({alt.overruns} answers would need > {solver.config.max_guesses})" if alt.overruns else ""
+            lines.append(
+                f"  {alt.word.upper()}   {self.depth + alt.expected:6.3f}   {'yes' if alt.could_win else 'no'}{late}"
+            )
+        self.write("\n".join(lines))
+
+    def _report(self) -> None:
+        words = [self.solver.lists.answers[i] for i in self.state.belief.candidates]
+        board = "\n".join(f"  {w.upper()} {squares(c)}" for w, c in self.state.history)
+        self.write(board)
+        if len(words) <= self.list_below:
+            self.write(f"{len(words)} possible answer(s): {', '.join(w.upper() for w in sorted(words))}")
+        else:
+            self.write(f"{len(words)} possible answers")
+
+    def handle(self, line: str) -> bool:
+        """Process one input line; returns False when the session should end."""
+        text = line.strip()
+        command = text.lower()
+        if command in ("quit", "exit", "q"):
+            self.write("Bye.")
+            return False
+        if command in ("help", "?", "h"):
+            self.write(HELP)
+            return True
+        if command == "undo":
+            if not self.undo_stack:
+                self.write("Nothing to undo.")
+                return True
+            self.state = self.undo_stack.pop()
+            self.solved = False
+            self.write("Took back the last guess.")
+            if self.state.history:
+                self._report()
+            self.suggest()
+            return True
+        if not text:
+            self.write("Type your guess and its colours, or `help`.")
+            return True
+        if self.solved:
+            self.write("This game is solved: `undo` to go back, or `quit`.")
+            return True
+        try:
+            word, colours = self._parse_move(text)
+        except InputError as exc:
+            self.write(f"Not understood: {exc}. Type `help` for the format.")
+            return True
+        self._play(word, colours)
+        return True
+
+    def _parse_move(self, text: str) -> tuple[str, tuple[int, ...]]:
+        solver = self.solver
+        length = solver.lists.length
+        parts = text.split(maxsplit=1)
+        if len(parts) == 1:
+            try:
+                colours = parse_colours(parts[0], length)
+            except InputError:
+                if parts[0].lower() in solver.lists.allowed:
+                    raise InputError(f"also type the colours you got for {parts[0].upper()}") from None
+                raise
+            if len(self.state.belief.candidates) == 1:
+                word = solver.lists.answers[int(self.state.belief.candidates[0])]
+            else:
+                word = solver.lists.allowed[solver.act(self.state.belief, self.depth)]
+            return word, colours
+        word = parts[0].lower()
+        if len(word) != length or not word.isascii() or not word.isalpha():
+            raise InputError(f"{parts[0]!r} is not a {length}-letter word")
+        if word not in solver.lists.allowed:
+            raise InputError(f"{word.upper()} is not in the allowed word list")
+        hints = self.state.belief.hints
+        if hints is not None:
+            violation = hints.violation(word)
+            if violation is not None:
+                raise InputError(f"hard mode: {word.upper()} is not allowed here ({violation})")
+        return word, parse_colours(parts[1], length)
+
+    def _play(self, word: str, colours: tuple[int, ...]) -> None:
+        solver = self.solver
+        guess = solver.lists.allowed.index(word)
+        belief = solver.model.observe(self.state.belief, guess, encode_pattern(colours))
+        if belief.candidates.size == 0:
+            self.write(
+                f"No answer in the list gives {squares(colours)} for {word.upper()}; "
+                "check the colours (nothing changed)."
+            )
+            return
+        self.undo_stack.append(self.state)
+        self.state = _State(belief, [*self.state.history, (word, colours)])
+        if all(c == GREEN for c in colours):
+            self._report()
+            self.solved = True
+            self.write(f"Solved in {self.depth} guesses! (`undo` to go back, `quit` to leave)")
+            return
+        self._report()
+        if self.depth >= solver.config.max_guesses:
+            self.write(f"That was guess {self.depth}: the game is over, but here is what I would play next.")
+        self.suggest()
+
+    def run(self, read: Callable[[str], str]) -> None:
+        """Run the session until ``quit``, a solved game or end of input.
+
+        Args:
+            read: Returns one line given a prompt; raises ``EOFError`` (or ``KeyboardInterrupt``) to stop.
+        """
+        mode = self.solver.config.mode
+        self.write(
+            f"Wordle assistant ({mode} mode, {self.solver.config.policy} over {self.solver.config.heuristic.upper()}, "
+            f"lists: {self.solver.lists.name}). Type `help` for the input format."
+        )
+        self.suggest()
+        while True:
+            try:
+                line = read("> ")
+            except (EOFError, KeyboardInterrupt):
+                self.write("Bye.")
+                return
+            try:
+                keep_going = self.handle(line)
+            except Exception as exc:  # a safety net: the assistant must not die mid-game on an unforeseen case
+                self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
+                keep_going = True
+            if not keep_going:
+                return

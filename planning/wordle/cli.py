@@ -1,0 +1,137 @@
+"""``rolloutlab wordle``: the assistant (``play``), one game against a known word (``solve``), benchmarks (``bench``).
+
+Heavy work (the pattern table) happens inside the commands, so ``rolloutlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from planning.wordle.solver import WordleSolver
+
+app = typer.Typer(
+    help="Wordle as a POMDP: an assistant for real games, a solver and exact benchmarks.", no_args_is_help=True
+)
+
+_LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
+
+
+def _make_solver(hard: bool, lists: str, policy: str, heuristic: str, top_k: int, opener: str) -> WordleSolver:
+    """The configured solver, or a clean exit with the reason (bad lists, unknown opener, bad option)."""
+    from envs.wordle import WordListError
+    from planning.wordle.solver import SolverConfig, WordleSolver
+
+    config = SolverConfig(
+        mode="hard" if hard else "easy",
+        policy=policy,
+        heuristic=heuristic,
+        top_k=top_k,
+        opener=_opener(opener),
+        lists=lists,
+    )
+    try:
+        return WordleSolver(config)
+    except (WordListError, ValueError) as exc:
+        hint = " (with other lists, pass --opener none or an allowed word)" if "allowed list" in str(exc) else ""
+        typer.echo(f"error: {exc}{hint}", err=True)
+        raise typer.Exit(code=2) from None
+
+
+def _opener(value: str) -> str | None:
+    return None if value.lower() == "none" else value.lower()
+
+
+@app.command()
+def play(
+    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
+    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
+    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
+    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
+    top_k: Annotated[int, typer.Option(help="Rollout contenders per move.")] = 10,
+    opener: Annotated[
+        str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")
+    ] = "salet",
+) -> None:
+    """Assistant for a real game: suggests guesses, reads back what you played and the colours you got."""
+    from planning.wordle.assistant import Assistant
+
+    Assistant(_make_solver(hard, lists, policy, heuristic, top_k, opener), typer.echo).run(input)
+
+
+@app.command()
+def solve(
+    word: Annotated[str, typer.Argument(help="The answer to play against.")],
+    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
+    opener: Annotated[str, typer.Option(help="First guess: a word, auto, or none.")] = "salet",
+    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
+    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
+    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
+    top_k: Annotated[int, typer.Option(help="Rollout contenders per move.")] = 10,
+) -> None:
+    """Play against a known answer and print the coloured board."""
+    from planning.wordle.assistant import squares
+
+    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener)
+    try:
+        moves = solver.play(word)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    for guess, colours in moves:
+        typer.echo(f"{guess.upper()} {squares(colours)}")
+    limit = solver.config.max_guesses
+    verdict = f"solved in {len(moves)}" if len(moves) <= limit else f"FAILED: {len(moves)} guesses (> {limit})"
+    typer.echo(verdict)
+
+
+@app.command()
+def bench(
+    mode: Annotated[str, typer.Option(help="easy or hard.")] = "easy",
+    policy: Annotated[str, typer.Option(help="greedy or rollout.")] = "rollout",
+    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
+    top_k: Annotated[int, typer.Option(help="Rollout contenders per decision.")] = 10,
+    opener: Annotated[
+        str, typer.Option(help="First guess: a word, auto (rollout over top-k openers) or none.")
+    ] = "salet",
+    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
+    guesses: Annotated[str, typer.Option(help="all allowed words, or only answers, as guesses.")] = "all",
+    candidate_tiebreak: Annotated[
+        bool, typer.Option(help="Break ties toward possible answers (off = the paper's plain greedy).")
+    ] = True,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the result record here.")] = None,
+) -> None:
+    """Evaluate a policy exactly over every answer; print the result and optionally write JSON."""
+    import json
+
+    from envs.wordle import WordListError
+    from planning.wordle.bench import REQUIRED_KEYS, run_benchmark
+    from planning.wordle.solver import SolverConfig
+
+    config = SolverConfig(
+        mode=mode,
+        policy=policy,
+        heuristic=heuristic,
+        top_k=top_k,
+        opener=_opener(opener),
+        lists=lists,
+        guesses=guesses,
+        candidate_tiebreak=candidate_tiebreak,
+    )
+    try:
+        record = run_benchmark(config)
+    except (WordListError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    summary = {k: record[k] for k in REQUIRED_KEYS}
+    if record["opener_search"]:
+        summary["opener_search"] = record["opener_search"]
+    typer.echo(json.dumps(summary))
+    if json_path is not None:
+        from rolloutlab.checkpoint import atomic_write_json
+
+        atomic_write_json(json_path, record)
+        typer.echo(f"wrote {json_path}")
