@@ -40,6 +40,12 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> Path:
     """Write a file atomically: temp file in the same directory, fsync, then rename over ``path``.
 
@@ -54,6 +60,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp creates the file 0600; give the result the permissions a plain open() would have.
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()

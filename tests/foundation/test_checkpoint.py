@@ -78,3 +78,6 @@ def test_refuses_pickled_objects(tmp_path: Path) -> None:
 def test_atomic_json(tmp_path: Path) -> None:
     target = checkpoint.atomic_write_json(tmp_path / "sub" / "r.json", {"a": [1, 2]})
     assert target.read_text() == '{\n  "a": [\n    1,\n    2\n  ]\n}\n'
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask
