@@ -204,13 +204,15 @@ class RolloutPolicy(Generic[B, A]):
 
     def scores(self, belief: B, depth: int = 0, k: int | None = None) -> list[Scored[A]]:
         """The base policy's ``k`` (default ``top_k``) best actions with their lookahead costs, in its ranking order."""
-        out = []
-        for action in self.base.ranked(belief, k or self.top_k, depth):
-            profile = action_profile(self.model, belief, action, self._base_child_profile(depth))
-            if profile is None:
-                continue
-            out.append(Scored(action, profile_overruns(profile, depth, self.horizon), profile_total(profile)))
-        return out
+        scored = (self.score(belief, action, depth) for action in self.base.ranked(belief, k or self.top_k, depth))
+        return [s for s in scored if s is not None]
+
+    def score(self, belief: B, action: A, depth: int = 0) -> Scored[A] | None:
+        """Lookahead cost of one action (then the base policy to the end); ``None`` if it gains no information."""
+        profile = action_profile(self.model, belief, action, self._base_child_profile(depth))
+        if profile is None:
+            return None
+        return Scored(action, profile_overruns(profile, depth, self.horizon), profile_total(profile))
 
     def ranked(self, belief: B, k: int, depth: int) -> Sequence[A]:
         """The base policy's ranking with this policy's choice moved first, so a rollout can itself be a base

@@ -47,6 +47,8 @@ def command_for(config: SolverConfig, name: str) -> str:
         parts.append(f"--lists {config.lists}")
     if not config.candidate_tiebreak:
         parts.append("--no-candidate-tiebreak")
+    if config.exact_up_to:
+        parts.append(f"--exact-up-to {config.exact_up_to}")
     parts.append(f"--json experiments/wordle/results/{name}.json")
     return " ".join(parts)
 
@@ -78,6 +80,31 @@ RUNS: dict[str, SolverConfig] = {
     "easy_greedy_mig_own_opener": SolverConfig(policy="greedy", heuristic="mig", opener=None),
     "easy_rollout_mig_k10_own_opener": SolverConfig(policy="rollout", heuristic="mig", top_k=10, opener=None),
     "easy_rollout_gep_k10_auto": SolverConfig(mode="easy", policy="rollout", heuristic="gep", top_k=10, opener="auto"),
+    # Hard mode with a stronger base policy: exact play on beliefs of <= N answers (planning/wordle/exact.py), the
+    # heuristic above. Every N tried is a run of its own, so the table shows the whole sweep, not just the winner;
+    # k = 5 with exact40 is the documented hard-mode configuration (8122, the optimum with salet).
+    **{
+        f"hard_rollout_gep_k10_exact{n}_salet": SolverConfig(
+            mode="hard", policy="rollout", heuristic="gep", top_k=10, opener="salet", exact_up_to=n
+        )
+        for n in (3, 6, 10, 20, 30, 40, 60, 100)
+    },
+    **{
+        f"hard_rollout_gep_k{k}_exact40_salet": SolverConfig(
+            mode="hard", policy="rollout", heuristic="gep", top_k=k, opener="salet", exact_up_to=40
+        )
+        for k in (5, 15)
+    },
+    # Controls for the k = 5 winner: the same k without the exact base, and other exact sizes.
+    **{
+        f"hard_rollout_gep_k5_exact{n}_salet": SolverConfig(
+            mode="hard", policy="rollout", heuristic="gep", top_k=5, opener="salet", exact_up_to=n
+        )
+        for n in (0, 20, 60)
+    },
+    "hard_greedy_gep_exact40_salet": SolverConfig(
+        mode="hard", policy="greedy", heuristic="gep", opener="salet", exact_up_to=40
+    ),
 }
 
 
@@ -108,6 +135,7 @@ def main(args: Args) -> None:
         path = args.out_dir / f"{name}.json"
         if path.exists():
             r = json.loads(path.read_text())
+            r.setdefault("exact_up_to", 0)  # runs recorded before the exact base policy existed
             rows.append(
                 {
                     k: r[k]
@@ -123,6 +151,7 @@ def main(args: Args) -> None:
                         "max",
                         "failures",
                         "seconds",
+                        "exact_up_to",
                         "command",
                     )
                 }

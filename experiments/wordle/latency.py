@@ -1,9 +1,12 @@
 """Pattern-table build time and the assistant's per-move latency.
 
 1. Build the original lists' table from scratch into an empty cache directory (timed), then load it back (timed).
-2. Play ``n_games`` games against random answers the way ``rolloutlab wordle play`` does -- a fresh solver per game (no
-   memo carried between games), the table already cached -- and time each move's work after the opener: the
-   suggestion plus its top alternatives with exact expected guesses.
+2. Per mode, with the configuration ``rolloutlab wordle play`` uses (easy: rollout GEP k=10; hard: rollout GEP k=5
+   with exact play on beliefs of <= 40 answers), compute the second-move book (replies to every feedback on the
+   opener) into that cache directory (timed), as the first game of a new user would.
+3. Play ``n_games`` games against random answers the way ``play`` does -- a fresh solver per game (no memo carried
+   between games), table and book already cached (loading the book is timed apart) -- and time each move's work after
+   the opener: the suggestion plus its top alternatives with exact expected guesses.
 
     OMP_NUM_THREADS=1 python experiments/wordle/latency.py
 """
@@ -20,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.wordle import load_word_lists
-from planning.wordle.solver import SolverConfig, WordleSolver
+from envs.wordle_rules import load_word_lists
+from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig, WordleSolver
 from planning.wordle.table import load_pattern_table
 from rolloutlab.checkpoint import atomic_write_json
 
@@ -38,9 +41,10 @@ class Args:
 
 def main(args: Args) -> None:
     lists = load_word_lists("original")
-    with tempfile.TemporaryDirectory() as cache:
-        built = load_pattern_table(lists, Path(cache))
-        loaded = load_pattern_table(lists, Path(cache))
+    tmp = tempfile.TemporaryDirectory()
+    cache = Path(tmp.name)
+    built = load_pattern_table(lists, cache)
+    loaded = load_pattern_table(lists, cache)
     assert built.built and not loaded.built
     table = loaded
     rng = np.random.default_rng(args.seed)
@@ -52,9 +56,14 @@ def main(args: Args) -> None:
         "args": {k: str(v) for k, v in dataclasses.asdict(args).items()},
     }
     for mode in ("easy", "hard"):
+        config = SolverConfig(mode=mode, top_k=DEFAULT_TOP_K[mode], exact_up_to=DEFAULT_EXACT_UP_TO[mode])
+        book = WordleSolver(config, lists, table).enable_book(cache)
+        assert book.built
         times = []
+        book_loads = []
         for answer in answers:
-            solver = WordleSolver(SolverConfig(mode=mode), lists, table)
+            solver = WordleSolver(config, lists, table)
+            book_loads.append(solver.enable_book(cache).seconds)
             target = lists.answers.index(answer)
             belief = solver.root()
             guess = solver.opener()
@@ -68,6 +77,10 @@ def main(args: Args) -> None:
                     solver.alternatives(belief, depth)
                 times.append(time.perf_counter() - start)
         record[mode] = {
+            "config": dataclasses.asdict(config),
+            "book_build_seconds": round(book.seconds, 3),
+            "book_entries": len(book),
+            "book_load_max_seconds": round(max(book_loads), 4),
             "moves": len(times),
             "median_seconds": round(statistics.median(times), 4),
             "p95_seconds": round(float(np.percentile(times, 95)), 4),
@@ -76,6 +89,7 @@ def main(args: Args) -> None:
         print(mode, record[mode], flush=True)
     print(f"table build {built.seconds:.2f}s, load {loaded.seconds:.3f}s")
     atomic_write_json(args.out, record)
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from envs.wordle import GREEN, GREY, YELLOW, encode_pattern
+from envs.wordle_rules import GREEN, GREY, YELLOW, encode_pattern
 from planning.wordle.model import WordleBelief
 from planning.wordle.solver import WordleSolver
 
@@ -84,12 +84,20 @@ class Assistant:
         write: Prints one message (may contain newlines).
         n_alternatives: Alternatives shown with each suggestion.
         list_below: List the remaining answers when at most this many are left.
+        use_book: Answer the second move from the solver's cached book of replies to its opener
+            (:mod:`planning.wordle.book`), computing it at the first second move if the cache lacks it.
     """
 
     def __init__(
-        self, solver: WordleSolver, write: Callable[[str], None], n_alternatives: int = 5, list_below: int = 12
+        self,
+        solver: WordleSolver,
+        write: Callable[[str], None],
+        n_alternatives: int = 5,
+        list_below: int = 12,
+        use_book: bool = False,
     ) -> None:
         self.solver = solver
+        self.use_book = use_book
         self.write = write
         self.n_alternatives = n_alternatives
         self.list_below = list_below
@@ -116,6 +124,14 @@ class Assistant:
                 f"({len(words)} possible answers; compare openers with `rolloutlab wordle bench --opener auto`)"
             )
             return
+        if self.use_book and self.depth == 1 and solver.book is None:
+            from planning.wordle.book import book_path
+
+            if not book_path(solver).exists():
+                self.write("(Computing the replies to every feedback on the opener, once; this can take a minute.)")
+            book = solver.enable_book()
+            if book.built:
+                self.write(f"(Computed in {book.seconds:.0f} s and cached in {book.path}.)")
         choice = solver.lists.allowed[solver.act(belief, self.depth)]
         alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
         self.write(f"Suggested: {choice.upper()}")

@@ -17,19 +17,24 @@ app = typer.Typer(
     help="Wordle as a POMDP: an assistant for real games, a solver and exact benchmarks.", no_args_is_help=True
 )
 
+_EXACT_HELP = "Base policy plays the exact optimum on beliefs of at most this many answers (default: 40 hard, 0 easy)."
 _LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
 
 
-def _make_solver(hard: bool, lists: str, policy: str, heuristic: str, top_k: int, opener: str) -> WordleSolver:
+def _make_solver(
+    hard: bool, lists: str, policy: str, heuristic: str, top_k: int | None, opener: str, exact_up_to: int | None = None
+) -> WordleSolver:
     """The configured solver, or a clean exit with the reason (bad lists, unknown opener, bad option)."""
-    from envs.wordle import WordListError
-    from planning.wordle.solver import SolverConfig, WordleSolver
+    from envs.wordle_rules import WordListError
+    from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig, WordleSolver
 
+    mode = "hard" if hard else "easy"
     config = SolverConfig(
-        mode="hard" if hard else "easy",
+        mode=mode,
+        exact_up_to=DEFAULT_EXACT_UP_TO[mode] if exact_up_to is None else exact_up_to,
+        top_k=DEFAULT_TOP_K[mode] if top_k is None else top_k,
         policy=policy,
         heuristic=heuristic,
-        top_k=top_k,
         opener=_opener(opener),
         lists=lists,
     )
@@ -51,15 +56,20 @@ def play(
     lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
     policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
     heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int, typer.Option(help="Rollout contenders per move.")] = 10,
+    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
     opener: Annotated[
         str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")
     ] = "salet",
+    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
+    book: Annotated[
+        bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
+    ] = True,
 ) -> None:
     """Assistant for a real game: suggests guesses, reads back what you played and the colours you got."""
     from planning.wordle.assistant import Assistant
 
-    Assistant(_make_solver(hard, lists, policy, heuristic, top_k, opener), typer.echo).run(input)
+    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    Assistant(solver, typer.echo, use_book=book).run(input)
 
 
 @app.command()
@@ -70,12 +80,13 @@ def solve(
     lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
     policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
     heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int, typer.Option(help="Rollout contenders per move.")] = 10,
+    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
+    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
 ) -> None:
     """Play against a known answer and print the coloured board."""
     from planning.wordle.assistant import squares
 
-    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener)
+    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
     try:
         moves = solver.play(word)
     except ValueError as exc:
@@ -102,12 +113,15 @@ def bench(
     candidate_tiebreak: Annotated[
         bool, typer.Option(help="Break ties toward possible answers (off = the paper's plain greedy).")
     ] = True,
+    exact_up_to: Annotated[
+        int, typer.Option(help="Base policy plays the exact optimum on beliefs of at most this many answers (0: off).")
+    ] = 0,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the result record here.")] = None,
 ) -> None:
     """Evaluate a policy exactly over every answer; print the result and optionally write JSON."""
     import json
 
-    from envs.wordle import WordListError
+    from envs.wordle_rules import WordListError
     from planning.wordle.bench import REQUIRED_KEYS, run_benchmark
     from planning.wordle.solver import SolverConfig
 
@@ -120,6 +134,7 @@ def bench(
         lists=lists,
         guesses=guesses,
         candidate_tiebreak=candidate_tiebreak,
+        exact_up_to=exact_up_to,
     )
     try:
         record = run_benchmark(config)

@@ -1,8 +1,8 @@
 """Wordle as a :class:`planning.rollout.BeliefModel`: beliefs are candidate-answer sets (plus hard-mode hints).
 
 A belief holds the indices (into the answer list) of the answers still consistent with every feedback seen, sorted,
-and, in hard mode, the :class:`envs.wordle.HardHints` that restrict the next guess. In hard mode two histories with the
-same candidates can allow different guesses, so the hints are part of the belief's identity.
+and, in hard mode, the :class:`envs.wordle_rules.HardHints` that restrict the next guess. In hard mode two histories
+with the same candidates can allow different guesses, so the hints are part of the belief's identity.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.wordle import HardHints, WordLists, decode_pattern, letter_counts, solved_code, words_to_array
+from envs.wordle_rules import HardHints, WordLists, decode_pattern, letter_counts, solved_code, words_to_array
 
 
 @dataclass(frozen=True, eq=False)

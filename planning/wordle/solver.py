@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envs.wordle import WordLists, decode_pattern, load_word_lists
+from envs.wordle_rules import WordLists, decode_pattern, load_word_lists
 from planning.rollout import (
     PolicyEvaluator,
     RolloutPolicy,
@@ -27,9 +28,23 @@ from planning.rollout import (
     profile_overruns,
     profile_total,
 )
+from planning.wordle.exact import ExactSmallPolicy
 from planning.wordle.heuristics import HEURISTICS, HeuristicPolicy
 from planning.wordle.model import WordleBelief, WordleModel
 from planning.wordle.table import TableLoad, load_pattern_table
+
+if TYPE_CHECKING:
+    from planning.wordle.book import SecondMoveBook
+
+#: Alternatives stored per second-move reply in :mod:`planning.wordle.book`.
+BOOK_ALTERNATIVES = 10
+
+#: Per mode, the rollout's k and the base policy's exact-solver size used by ``play`` and ``solve`` when not given:
+#: in hard mode, rollout over GEP with k = 5 and exact play on beliefs of <= 40 answers reaches the optimum 8122
+#: (``experiments/wordle/results/hard_rollout_gep_k5_exact40_salet.json``); easy mode is at its optimum (7920) with
+#: k = 10 and no exact solver.
+DEFAULT_TOP_K: dict[str, int] = {"easy": 10, "hard": 5}
+DEFAULT_EXACT_UP_TO: dict[str, int] = {"easy": 0, "hard": 40}
 
 
 @dataclass
@@ -49,6 +64,8 @@ class SolverConfig:
         candidate_tiebreak: Prefer possible answers among equal scores and guess a candidate with <= 2 left. False
             reproduces the paper's plain greedy policy.
         widen_k: Rollout contenders to re-examine when all top-k would run past ``max_guesses`` (0 = never).
+        exact_up_to: Base policy plays the exact optimum on beliefs of at most this many candidates
+            (:class:`planning.wordle.exact.ExactSmallPolicy`; 0 = the heuristic everywhere).
     """
 
     mode: str = "easy"
@@ -61,6 +78,7 @@ class SolverConfig:
     max_guesses: int = 6
     candidate_tiebreak: bool = True
     widen_k: int = 100
+    exact_up_to: int = 0
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -76,6 +94,8 @@ class SolverConfig:
             raise ValueError(f"guesses must be all or answers, got {self.guesses!r}")
         if self.max_guesses < 1:
             raise ValueError(f"max_guesses must be >= 1, got {self.max_guesses}")
+        if self.exact_up_to < 0:
+            raise ValueError(f"exact_up_to must be >= 0, got {self.exact_up_to}")
 
 
 @dataclass
@@ -140,18 +160,22 @@ class WordleSolver:
         self.heuristic = HeuristicPolicy(
             self.model, config.heuristic, config.candidate_tiebreak, last_guess=config.max_guesses
         )
-        self.base_evaluator = PolicyEvaluator(self.model, self.heuristic)
+        self.base: HeuristicPolicy | ExactSmallPolicy = self.heuristic
+        if config.exact_up_to > 0:
+            self.base = ExactSmallPolicy(self.model, self.heuristic, config.exact_up_to, config.max_guesses)
+        self.base_evaluator = PolicyEvaluator(self.model, self.base)
         self.rollout: RolloutPolicy[WordleBelief, int] | None = None
         if config.policy == "rollout":
             self.rollout = RolloutPolicy(
                 self.model,
-                self.heuristic,
+                self.base,
                 config.top_k,
                 horizon=config.max_guesses,
                 base_evaluator=self.base_evaluator,
                 widen_k=config.widen_k or None,
             )
-        self.evaluator = PolicyEvaluator(self.model, self.rollout or self.heuristic)
+        self.evaluator = PolicyEvaluator(self.model, self.rollout or self.base)
+        self.book: SecondMoveBook | None = None
         self._opener: int | None = None
         self.opener_search: list[dict[str, Any]] = []
         if config.opener not in (None, "auto"):
@@ -172,7 +196,18 @@ class WordleSolver:
         """The solver's guess (allowed-list index) at ``belief`` after ``depth`` guesses."""
         if depth == 0:
             return self.opener()
+        entry = self.book.lookup(belief, depth) if self.book is not None else None
+        if entry is not None:
+            return entry.guess
         return self.evaluator.policy.act(belief, depth)
+
+    def enable_book(self, directory: Path | None = None) -> SecondMoveBook:
+        """Answer the second move from the cached book of replies to the opener (computing it once if missing)."""
+        from planning.wordle.book import SecondMoveBook
+
+        if self.book is None:
+            self.book = SecondMoveBook(self, directory)
+        return self.book
 
     def opener(self) -> int:
         """The first guess, choosing it first if the config says ``auto`` or ``None``."""
@@ -241,6 +276,16 @@ class WordleSolver:
     def alternatives(self, belief: WordleBelief, depth: int, n: int = 5) -> list[Alternative]:
         """The policy's contenders at ``belief`` with exact expected guesses (this one included), best first.
 
+        From the second-move book when it is enabled and holds this belief, else :meth:`compute_alternatives`.
+        """
+        entry = self.book.lookup(belief, depth) if self.book is not None else None
+        if entry is not None and (n <= len(entry.alternatives) or len(entry.alternatives) < BOOK_ALTERNATIVES):
+            return entry.alternatives[:n]  # the book holds them all (or as many as there are)
+        return self.compute_alternatives(belief, depth, n)
+
+    def compute_alternatives(self, belief: WordleBelief, depth: int, n: int = 5) -> list[Alternative]:
+        """The policy's contenders at ``belief`` with exact expected guesses (this one included), best first.
+
         For rollout these are its top-k, each valued by playing the heuristic to the end; for greedy, the heuristic's
         top ``n`` valued the same way.
         """
@@ -248,13 +293,17 @@ class WordleSolver:
         answer_rows = set(self.model.answer_rows[belief.candidates].tolist())
         if self.rollout is not None:
             scored = self.rollout.scores(belief, depth)
+            choice = self.rollout.act(belief, depth)
+            if all(s.action != choice for s in scored):  # found by the widened search: show it too
+                extra = self.rollout.score(belief, choice, depth)
+                scored += [] if extra is None else [extra]
             ranked = sorted(scored, key=lambda s: (s.overruns, s.total))
             return [
                 Alternative(self.lists.allowed[s.action], s.total / size, s.action in answer_rows, s.overruns)
                 for s in ranked[:n]
             ]
         out = []
-        for guess in self.heuristic.ranked(belief, n, depth):
+        for guess in self.base.ranked(belief, n, depth):
             profile = action_profile(
                 self.model, belief, guess, lambda child: self.base_evaluator.profile(child, depth + 1)
             )

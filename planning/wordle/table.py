@@ -1,8 +1,8 @@
 """The pattern table: the feedback code of every allowed guess against every answer, built once and cached on disk.
 
-``table[g, a]`` is the pattern code (see :func:`envs.wordle.encode_pattern`) of guess ``allowed[g]`` against answer
-``answers[a]``; shape ``(len(allowed), len(answers))``, dtype uint8 for words of up to 5 letters (3**5 = 243 codes)
-and uint16 beyond. Every planner query is a slice of it, so it is the one place feedback is computed in bulk.
+``table[g, a]`` is the pattern code (see :func:`envs.wordle_rules.encode_pattern`) of guess ``allowed[g]`` against
+answer ``answers[a]``; shape ``(len(allowed), len(answers))``, dtype uint8 for words of up to 5 letters (3**5 = 243
+codes) and uint16 beyond. Every planner query is a slice of it, so it is the one place feedback is computed in bulk.
 
 The build is vectorized over (guess chunk x answers), one 2-D boolean array per pair of letter positions: greens are
 a comparison; the two-pass yellow rule becomes "the k-th non-green copy of a letter in the guess is yellow iff
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import platformdirs
 
-from envs.wordle import WordLists, words_to_array
+from envs.wordle_rules import WordLists, words_to_array
 
 _FORMAT = 1
 

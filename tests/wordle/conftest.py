@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.wordle import WordLists, load_word_lists, make_word_lists
+from envs.wordle_rules import WordLists, load_word_lists, make_word_lists
 from planning.wordle.table import TableLoad, load_pattern_table
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from envs.wordle_rules import WordLists, feedback
+from planning.wordle.solver import SolverConfig, WordleSolver
 from planning.wordle.table import TableLoad
 from rolloutlab.cli import app
 
@@ -35,7 +37,8 @@ SESSION = [
 
 
 def test_whole_interactive_session(original_table: TableLoad) -> None:
-    result = runner.invoke(app, ["wordle", "play"], input="\n".join(SESSION) + "\n")
+    # --no-book: the second move is computed on the spot (the book is tested on small lists below).
+    result = runner.invoke(app, ["wordle", "play", "--no-book"], input="\n".join(SESSION) + "\n")
     out = result.output
     assert result.exit_code == 0, out
     assert "Suggested opener: SALET" in out
@@ -60,7 +63,7 @@ def test_whole_interactive_session(original_table: TableLoad) -> None:
 
 def test_hard_mode_session_and_end_of_input(original_table: TableLoad) -> None:
     lines = ["salet 01000", "crony bbbbb", "agora 🟨⬛⬛🟨🟨"]
-    result = runner.invoke(app, ["wordle", "play", "--hard"], input="\n".join(lines) + "\n")
+    result = runner.invoke(app, ["wordle", "play", "--hard", "--no-book"], input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.output
     assert "hard mode: CRONY is not allowed here (guess must contain A)" in result.output
     assert result.output.rstrip().endswith("Bye.")  # end of input ends the session cleanly
@@ -105,8 +108,9 @@ def test_bad_lists_are_reported(tmp_path: Path) -> None:
 def test_quick_bench_headline(tmp_path: Path) -> None:
     from planning.wordle.bench import quick_bench
 
-    (line,) = quick_bench(tmp_path)
-    assert line.value == 7920 and line.passed
+    easy, hard = quick_bench(tmp_path)
+    assert easy.value == 7920 and easy.passed
+    assert hard.value <= 8124 and hard.passed
 
 
 def test_play_with_custom_lists_and_unknown_opener(small_files: tuple[Path, Path]) -> None:
@@ -116,3 +120,21 @@ def test_play_with_custom_lists_and_unknown_opener(small_files: tuple[Path, Path
     assert bad.exit_code == 2 and "pass --opener none" in bad.output
     good = runner.invoke(app, ["wordle", "play", "--lists", lists, "--opener", "none"], input="help\nquit\n")
     assert good.exit_code == 0 and "120 possible answers" in good.output and good.output.rstrip().endswith("Bye.")
+
+
+def test_play_answers_the_second_move_from_the_cached_book(
+    small: WordLists, small_files: tuple[Path, Path], cache_path: Path
+) -> None:
+    answers, allowed = small_files
+    solver = WordleSolver(SolverConfig(mode="hard", top_k=5, opener=None, exact_up_to=40), small)
+    opener = small.allowed[solver.opener()]
+    colours = "".join(str(c) for c in feedback(opener, small.answers[0]))
+    args = ["wordle", "play", "--hard", "--lists", f"{answers},{allowed}", "--opener", "none"]
+    first = runner.invoke(app, args, input=f"{opener} {colours}\nquit\n")
+    assert first.exit_code == 0, first.output
+    assert "Computing the replies" in first.output and "cached in" in first.output and "Suggested:" in first.output
+    assert list(cache_path.glob("wordle-book-*.json"))
+    second = runner.invoke(app, args, input=f"{opener} {colours}\nquit\n")
+    assert second.exit_code == 0 and "cached in" not in second.output and "Computing" not in second.output
+    suggestion = [line for line in first.output.splitlines() if line.startswith("Suggested:")]
+    assert suggestion == [line for line in second.output.splitlines() if line.startswith("Suggested:")]

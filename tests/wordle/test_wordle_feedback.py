@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.wordle import decode_pattern, encode_pattern, feedback, solved_code
+from envs.wordle_rules import decode_pattern, encode_pattern, feedback, solved_code
 from planning.wordle.table import build_pattern_table, pattern_dtype
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.wordle import WordLists
+from envs.wordle_rules import WordLists
 from planning.wordle.heuristics import HEURISTICS, HeuristicPolicy, bucket_sizes, heuristic_scores
 from planning.wordle.model import WordleModel
 from planning.wordle.table import build_pattern_table

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.wordle import WordListError, load_word_lists, make_word_lists
+from envs.wordle_rules import WordListError, load_word_lists, make_word_lists
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.wordle import WordLists, make_word_lists
+from envs.wordle_rules import WordLists, make_word_lists
 from planning.wordle.table import build_pattern_table, load_pattern_table
 
 

@@ -1,0 +1,83 @@
+"""Exact small-belief solver: branch and bound equals a plain exhaustive search; it plays legal, finished games."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+from envs.wordle_rules import WordLists, make_word_lists
+from planning.wordle.exact import ExactSmallPolicy
+from planning.wordle.heuristics import HeuristicPolicy
+from planning.wordle.model import WordleBelief, WordleModel
+from planning.wordle.table import build_pattern_table
+
+# Words that differ in one or two letters: the hard cases where one guess cannot split everything.
+_ANSWERS = ["fight", "light", "might", "night", "right", "sight", "tight", "wight", "eight", "bight", "hatch", "match"]
+_OTHERS = ["flams", "thorn", "wrens", "bumph", "gable", "nymph", "mould", "crwth", "sweet", "harem", "trial", "beach"]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[WordLists, np.ndarray]:
+    lists = make_word_lists("\n".join(_ANSWERS), "\n".join(sorted(_ANSWERS + _OTHERS)), "tiny")
+    return lists, build_pattern_table(lists.allowed, lists.answers)
+
+
+def _exhaustive(model: WordleModel, belief: WordleBelief, left: int) -> float:
+    """Least total guesses by trying every legal guess at every node (no bounds), inf if impossible in ``left``."""
+
+    @cache
+    def value(cands: tuple[int, ...], hints: object, left: int) -> float:
+        if len(cands) == 1:
+            return 1.0
+        if left <= 1:
+            return float("inf")
+        node = WordleBelief(np.array(cands, dtype=np.int32), hints)  # type: ignore[arg-type]
+        best = float("inf")
+        for guess in model.legal_guesses(node).tolist():
+            finished, children = model.step(node, guess)
+            if finished == 0 and len(children) == 1:
+                continue
+            cost = len(cands) + sum(value(tuple(c.candidates.tolist()), c.hints, left - 1) for c in children)
+            best = min(best, cost)
+        return best
+
+    return value(tuple(belief.candidates.tolist()), belief.hints, left)
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["easy", "hard"])
+@pytest.mark.parametrize("left", [2, 3, 6])
+def test_branch_and_bound_matches_exhaustive_search(tiny: tuple[WordLists, np.ndarray], hard: bool, left: int) -> None:
+    lists, table = tiny
+    model = WordleModel(lists, table, hard=hard)
+    policy = ExactSmallPolicy(model, HeuristicPolicy(model, "gep", last_guess=6), max_size=len(_ANSWERS))
+    rng = np.random.default_rng(0)
+    beliefs = [model.root()]
+    # Beliefs reached after one guess (with its hard-mode hints), and random subsets of the answers.
+    for guess in (lists.allowed.index("thorn"), lists.allowed.index("match")):
+        beliefs += [child for _, child in model.split(model.root(), guess)[1]]
+    beliefs += [model.root(rng.choice(len(_ANSWERS), size=s, replace=False)) for s in (2, 3, 4, 5, 7)]
+    for belief in beliefs:
+        expected = _exhaustive(model, belief, left)
+        cost, guess = policy.solve(belief, left)
+        if expected == float("inf"):
+            assert guess == -1
+            continue
+        assert cost == expected
+        # The guess it returns attains the optimum.
+        _, children = model.step(belief, guess)
+        assert model.size(belief) + sum(_exhaustive(model, c, left - 1) for c in children) == expected
+
+
+def test_falls_back_to_the_heuristic_above_its_size(tiny: tuple[WordLists, np.ndarray]) -> None:
+    lists, table = tiny
+    model = WordleModel(lists, table)
+    heuristic = HeuristicPolicy(model, "gep", last_guess=6)
+    policy = ExactSmallPolicy(model, heuristic, max_size=3)
+    root = model.root()
+    assert policy.act(root, 0) == heuristic.act(root, 0)
+    assert len(policy) == 0
+    assert policy.ranked(root, 3, 0)[0] == policy.act(root, 0)
+    with pytest.raises(ValueError, match="max_size"):
+        ExactSmallPolicy(model, heuristic, max_size=0)
