@@ -18,6 +18,8 @@ _ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
     # --- metarl (in-context pillar); one episode = one whole meta-rollout, so the envs end it themselves ---
     # --- reasoning (rlvr pillar) ---
     # --- perturbed physics (meta rollout-length pillar); defaults are the paper's test perturbation ---
+    ("rolloutlab/PerturbedMountainCar-v0", "envs.perturbed:PerturbedMountainCarEnv", {}, 200),
+    ("rolloutlab/PerturbedAcrobot-v1", "envs.perturbed:PerturbedAcrobotEnv", {}, 500),
 ]
 
 for _env_id, _entry_point, _kwargs, _max_steps in _ENVS:

@@ -1,0 +1,270 @@
+"""Meta-level rollout-length control (Bhatia, Thomas & Zilberstein 2022) at a scale this machine can run.
+
+For each env: (1) meta-train an SB3 DQN meta-agent on the meta-MDP (domain-randomized physics, B inner Dyna-DQN runs
+batched per round); (2) score every arm on the perturbed test env (MountainCar gravity 0.003; Acrobot g = 12, link 1
+x1.2, link 2 x0.8) with the same inner seeds for every arm: fixed K = 0 / 16 / 32, DEC, INC, INC-DEC, MBPO-linear,
+MACURA-style uncertainty truncation, a random meta-policy, the learned meta-policy (META) and SB3 DQN with rl-zoo
+hyperparameters; (3) write ``results/summary.json`` (the issue's keys), ``results/arms_<env>.json``,
+``results/table.md`` and PNGs.
+
+Everything is resumable: meta-training checkpoints after every round (``--run-root``), each finished arm is kept in
+``results/arms_<env>.json`` and skipped on a rerun with the same protocol, so a killed run continues where it stopped.
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rollout_length.py            # the scaled run reported
+    python experiments/meta/rollout_length.py --budget 50000 --phase-length 5000 \\
+        --meta-episodes 300 --test-runs 30                                           # the issue's scaled protocol
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envs.perturbed import DEFAULT_RANGES, TEST_PHYSICS
+from meta.rollout_length.env import MetaEnvConfig
+from meta.rollout_length.evaluate import HEURISTIC_ARMS, compare, run_arms, run_dqn_zoo
+from meta.rollout_length.train import HISTORY_NAME, POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
+from rolloutlab.threads import set_torch_threads
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ALL_ARMS = (*HEURISTIC_ARMS, "random", "dqn_zoo", "meta")
+
+
+@dataclass
+class Args:
+    envs: str = "Acrobot-v1,MountainCar-v0"
+    """comma-separated inner envs (in the order they are run)"""
+    budget: int = 10_000
+    """real env steps per inner run (training and test)"""
+    phase_length: int = 1_000
+    """P: env steps between decisions (budget / P decisions per run)"""
+    k_cap: int = 32
+    """largest rollout length"""
+    meta_episodes: int = 32
+    """meta-training episodes (inner runs) per env, domain-randomized physics"""
+    runs_per_round: int = 8
+    """B: inner runs batched together during meta-training"""
+    workers: int = 1
+    """worker processes for meta-training (1 = in-process batching only)"""
+    test_runs: int = 8
+    """inner runs per arm on the perturbed test env (same seeds for every arm)"""
+    arms: str = ",".join(ALL_ARMS)
+    """comma-separated arms"""
+    train_seed: int = 0
+    """seed of meta-training"""
+    test_seed: int = 1
+    """inner seed of the test runs (disjoint from meta-training's per-round seeds)"""
+    final_episodes: int = 5
+    """greedy episodes per run for the final score"""
+    net_arch: str = "64,64"
+    """inner Q-network hidden widths (rl-zoo uses 256,256; smaller to fit this machine)"""
+    num_model_rollouts: int = 200
+    """M: imagined rollouts per Dyna burst"""
+    planning_updates: int = 100
+    """G': DQN updates on imagined data per burst"""
+    model_hidden: int = 32
+    """world-model ensemble hidden width"""
+    model_epochs: int = 5
+    """world-model training epochs per refit (early stopping may stop sooner)"""
+    eval_episodes: int = 2
+    """greedy episodes per phase behind the feedback's mean_return"""
+    run_root: str = "runs/meta-experiment"
+    """where meta-training run directories (checkpoints) live"""
+    out_dir: str = str(RESULTS)
+    """results directory"""
+
+
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in dataclasses.fields(Args):
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    return Args(**vars(parser.parse_args()))
+
+
+def env_config(args: Args, env_id: str) -> MetaEnvConfig:
+    dyna = {
+        "net_arch": [int(x) for x in args.net_arch.split(",")],
+        "num_model_rollouts": args.num_model_rollouts,
+        "planning_updates": args.planning_updates,
+        "eval_episodes": args.eval_episodes,
+        "buffer_size": args.budget,
+        "model": {"hidden_size": args.model_hidden, "max_epochs": args.model_epochs},
+    }
+    return MetaEnvConfig(
+        env_id=env_id,
+        budget=args.budget,
+        phase_length=args.phase_length,
+        k_cap=args.k_cap,
+        final_eval_episodes=args.final_episodes,
+        dyna=dyna,
+    )
+
+
+def protocol(args: Args) -> dict[str, Any]:
+    keys = ("budget", "phase_length", "k_cap", "meta_episodes", "test_runs", "runs_per_round", "final_episodes")
+    return {k: getattr(args, k) for k in keys} | {"arms": args.arms, "net_arch": args.net_arch}
+
+
+def meta_train(args: Args, env_id: str, out: Path) -> dict[str, Any]:
+    run_dir = Path(args.run_root) / env_id
+    cfg = MetaTrainConfig(
+        env=env_config(args, env_id),
+        agent=MetaAgentConfig(learning_starts=40, batch_size=32, target_update_interval=40),
+        episodes=args.meta_episodes,
+        runs_per_round=args.runs_per_round,
+        workers=args.workers,
+        seed=args.train_seed,
+    )
+    if (run_dir / "meta_checkpoint.pt").exists():
+        print(f"[{env_id}] resuming meta-training from {run_dir}", flush=True)
+        trainer = MetaTrainer.resume(run_dir)
+    else:
+        trainer = MetaTrainer(cfg, run_dir)
+    summary = trainer.train()
+    for name in (POLICY_NAME, HISTORY_NAME, "meta_training.png"):
+        if (run_dir / name).exists():
+            shutil.copyfile(run_dir / name, out / f"{env_id}_{name}")
+    return summary
+
+
+def plot_arms(env_id: str, arms: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [a for a in ALL_ARMS if a in arms]
+    means = [arms[a]["mean"] for a in names]
+    ses = [arms[a]["se"] for a in names]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    colors = ["tab:red" if a == "meta" else "tab:gray" if a in ("random", "dqn_zoo") else "tab:blue" for a in names]
+    ax.bar(names, means, yerr=ses, color=colors, capsize=3)
+    ax.set_ylabel("final greedy return (mean ± s.e.)")
+    ax.set_title(f"{env_id}, perturbed test physics")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def env_protocol(args: Args) -> dict[str, Any]:
+    return {
+        "budget": args.budget,
+        "phase": args.phase_length,
+        "k_cap": args.k_cap,
+        "meta_episodes": args.meta_episodes,
+        "test_runs": args.test_runs,
+    }
+
+
+def finalize(summary: dict[str, Any]) -> None:
+    """Top-level ``protocol`` (a value, or ``{env: value}`` where envs differ) and summed meta-training cost."""
+    protocols = {env_id: entry["protocol"] for env_id, entry in summary["envs"].items()}
+    top: dict[str, Any] = {}
+    for key in ("budget", "phase", "k_cap", "meta_episodes", "test_runs"):
+        values = {env_id: p[key] for env_id, p in protocols.items()}
+        top[key] = next(iter(values.values())) if len(set(values.values())) == 1 else values
+    top["perturbation"] = {"test": TEST_PHYSICS, "training_domain_randomization": DEFAULT_RANGES}
+    summary["protocol"] = top
+    per = summary["meta_training"]["per_env"].values()
+    wall = sum(p["wall_seconds"] for p in per)
+    steps = sum(p["inner_env_steps"] for p in per)
+    summary["meta_training"].update(
+        wall_seconds=wall, inner_env_steps=steps, inner_steps_per_second=steps / wall if wall else None
+    )
+
+
+def _progress(env_id: str, phase: int) -> None:
+    print(f"[{env_id}] test phase {phase + 1} done", flush=True)
+
+
+def table(summary: dict[str, Any]) -> str:
+    envs = list(summary["envs"])
+    lines = ["| arm | " + " | ".join(envs) + " |", "|---|" + "---|" * len(envs)]
+    for arm in ALL_ARMS:
+        cells = []
+        for env_id in envs:
+            r = summary["envs"][env_id]["arms"].get(arm)
+            cells.append("—" if r is None else f"{r['mean']:.1f} ± {r['se']:.1f}")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    cells = []
+    for env_id in envs:
+        d = summary["envs"][env_id].get("meta_minus_best_heuristic")
+        cells.append("—" if not d else f"{d['mean']:+.1f} ± {d['se']:.1f}")
+    lines.append("| META − best heuristic (paired) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    args = parse_args()
+    set_torch_threads(1)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    started = time.perf_counter()
+    summary_path = out / "summary.json"
+    # Envs run by earlier invocations (possibly with another protocol) are kept; each env records its own protocol.
+    summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    summary.setdefault("envs", {})
+    summary.setdefault("meta_training", {}).setdefault("per_env", {})
+    summary.setdefault("args_by_env", {})
+    for env_id in [e.strip() for e in args.envs.split(",") if e.strip()]:
+        arms_path = out / f"arms_{env_id}.json"
+        saved = json.loads(arms_path.read_text()) if arms_path.exists() else {}
+        done: dict[str, Any] = saved.get("arms", {}) if saved.get("protocol") == protocol(args) else {}
+        cfg = env_config(args, env_id)
+        if "meta" in arms:
+            train_summary = meta_train(args, env_id, out)
+            per_env = {k: train_summary[k] for k in ("wall_seconds", "inner_env_steps", "inner_steps_per_second")}
+            per_env["episodes_done"] = train_summary["episodes_done"]
+            summary["meta_training"]["per_env"][env_id] = per_env
+        model_arms = [a for a in arms if a != "dqn_zoo" and a not in done]
+        if model_arms:
+            # All model-based arms advance in one batched learner (same seeds per run index), checkpointed per phase.
+            print(f"[{env_id}] arms {model_arms}: {args.test_runs} runs each x {args.budget} steps", flush=True)
+            specs = [f"learned:{out / f'{env_id}_{POLICY_NAME}'}" if a == "meta" else a for a in model_arms]
+            ckpt = Path(args.run_root) / f"arms_{env_id}.pt"
+            results = run_arms(
+                specs,
+                cfg,
+                args.test_runs,
+                args.test_seed,
+                None,
+                args.final_episodes,
+                checkpoint=ckpt,
+                on_phase=functools.partial(_progress, env_id),
+            )
+            for arm, result in results.items():
+                result["inner_env_steps"] = args.test_runs * args.budget
+                done[arm] = result
+                print(f"[{env_id}] arm {arm}: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
+            atomic_write_json(arms_path, {"protocol": protocol(args), "arms": done})
+        if "dqn_zoo" in arms and "dqn_zoo" not in done:
+            print(f"[{env_id}] arm dqn_zoo: {args.test_runs} runs x {args.budget} steps", flush=True)
+            result = run_dqn_zoo(env_id, args.budget, args.test_runs, args.test_seed, None, args.final_episodes)
+            result["inner_env_steps"] = args.test_runs * args.budget
+            done["dqn_zoo"] = result
+            print(f"[{env_id}] arm dqn_zoo: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
+            atomic_write_json(arms_path, {"protocol": protocol(args), "arms": done})
+        entry: dict[str, Any] = {"arms": done, "physics": TEST_PHYSICS[env_id], "protocol": env_protocol(args)}
+        entry.update(compare(done))
+        summary["envs"][env_id] = entry
+        summary["args_by_env"][env_id] = dataclasses.asdict(args)
+        plot_arms(env_id, done, out / f"arms_{env_id}.png")
+        finalize(summary)
+        summary["experiment_wall_seconds_last_invocation"] = time.perf_counter() - started
+        atomic_write_json(summary_path, summary)
+        atomic_write_text(out / "table.md", table(summary))
+        print(table(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""Model-based learners: thin drivers that assemble buffers, world models, model envs and controllers."""
+
+from __future__ import annotations
+
+from mbrl.algorithms.mbpo import MBPO, MBPOConfig, SACConfig
+
+__all__ = ["MBPO", "MBPOConfig", "SACConfig"]

@@ -1,0 +1,478 @@
+"""MBPO: model-based policy optimization with SB3's SAC as the policy learner (Janner et al. 2019, Algorithm 2).
+
+A thin driver that assembles the parts:
+
+* the real environment fills a :class:`~mbrl.buffers.TransitionBuffer` (terminated and truncated kept apart);
+* every ``model_train_freq`` env steps the :class:`~mbrl.models.DynamicsModel` is refit on all real data, the
+  controller is asked for the rollout length ``h`` (once per epoch), and ``rollout_batch_size`` imagined rollouts of
+  ``h`` steps from real start states go into a :class:`~mbrl.buffers.ModelBuffer` that keeps ``model_retain_epochs``
+  epochs;
+* after every env step SB3's ``SAC.train`` makes ``updates_per_step`` (G) gradient updates on batches from a
+  :class:`~mbrl.buffers.MixedReplayBuffer` holding ``real_ratio`` real data;
+* the whole run (policy, optimizers, model and normalizers, both buffers, controller state, RNG states, counters) is
+  checkpointed atomically every ``checkpoint_every`` env steps, and :meth:`MBPO.resume` continues it to the same
+  final budget. A resumed run starts a fresh episode (the environment's internal state is not saved); episodes are
+  reset with seeds derived from the run seed and the episode index, so the episode stream is reproducible.
+
+Non-finite model losses or predictions make the run fall back to the last good model weights, logged as
+``model/restored_after_nan``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3 import SAC
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from mbrl.buffers import MixedReplayBuffer, ModelBuffer, TransitionBuffer
+from mbrl.model_env import ModelEnv, RolloutResult
+from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.run_state import capture_rng, capture_sac, restore_rng, restore_sac
+from mbrl.termination import termination_fn
+from meta.controllers import Controller, make_controller
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
+from rolloutlab.logs import make_logger
+from rolloutlab.runs import make_run_dir, write_result
+from rolloutlab.seeding import seed_everything
+
+CHECKPOINT_KIND = "mbpo-run"
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+@dataclass
+class SACConfig:
+    """SB3 SAC settings used by MBPO (SB3 defaults unless noted).
+
+    Attributes:
+        learning_rate: Adam step size of actor, critics and entropy coefficient.
+        batch_size: Transitions per gradient update (real and model mixed).
+        gamma: Discount factor.
+        tau: Polyak coefficient of the target critics.
+        net_arch: Hidden layer widths of actor and critics.
+        ent_coef: ``"auto"`` (learned, target entropy ``-act_dim``) or a fixed float as a string.
+    """
+
+    learning_rate: float = 3e-4
+    batch_size: int = 256
+    gamma: float = 0.99
+    tau: float = 0.005
+    net_arch: list[int] = field(default_factory=lambda: [256, 256])
+    ent_coef: str = "auto"
+
+
+def _cpu_model_config() -> ModelConfig:
+    # MBPO's 7x4x200 ensemble is kept; the epoch cap bounds the cost of each refit on a laptop CPU.
+    return ModelConfig(max_epochs=50)
+
+
+@dataclass
+class MBPOConfig:
+    """One MBPO run. Env steps are the unit of every budget and period.
+
+    Attributes:
+        env_id: Gymnasium id (``rolloutlab/PointMass-v0`` is importable without extra registration).
+        total_steps: Interaction budget in env steps; a resumed run stops at the same number.
+        seed: Seeds numpy, torch, env resets, action sampling and the model.
+        controller: Rollout-length controller spec, e.g. ``fixed:1`` or ``linear:20,100,1,15``.
+        initial_random_steps: Uniform-random exploration steps before the first model fit and policy update.
+        epoch_length: Env steps per epoch; the controller decides once per epoch and the model buffer retains
+            ``model_retain_epochs`` epochs.
+        model_train_freq: Env steps between model refits (each followed by a rollout round), MBPO's F.
+        rollout_batch_size: Imagined rollouts started per round (start states drawn from the real buffer).
+        updates_per_step: SAC gradient updates per env step, MBPO's G.
+        real_ratio: Share of real transitions in each SAC batch.
+        model_retain_epochs: Epochs of imagined data kept in the model buffer.
+        real_buffer_size: Capacity of the real buffer.
+        eval_every: Env steps between deterministic evaluations (0: never).
+        eval_episodes: Episodes per evaluation.
+        checkpoint_every: Env steps between whole-run checkpoints (0: only at the end).
+        log_every: Env steps between logger dumps.
+        sac: Policy-learner settings.
+        model: World-model settings.
+    """
+
+    env_id: str = "Pendulum-v1"
+    total_steps: int = 10_000
+    seed: int = 0
+    controller: str = "fixed:1"
+    initial_random_steps: int = 500
+    epoch_length: int = 250
+    model_train_freq: int = 250
+    rollout_batch_size: int = 5_000
+    updates_per_step: int = 10
+    real_ratio: float = 0.05
+    model_retain_epochs: int = 1
+    real_buffer_size: int = 1_000_000
+    eval_every: int = 500
+    eval_episodes: int = 5
+    checkpoint_every: int = 1_000
+    log_every: int = 1_000
+    sac: SACConfig = field(default_factory=SACConfig)
+    model: ModelConfig = field(default_factory=_cpu_model_config)
+
+
+def make_env(env_id: str) -> gym.Env:
+    """``gym.make(env_id)``, importing rolloutlab's own envs first so their ids resolve."""
+    import envs  # noqa: F401  (registers the rolloutlab/ ids)
+
+    if env_id.startswith("rolloutlab/PointMass"):
+        import mbrl.point_mass  # noqa: F401
+
+    return gym.make(env_id)
+
+
+def _episode_seed(seed: int, episode: int) -> int:
+    # Fresh, reproducible randomness per episode, so a resumed run continues the same episode stream.
+    return (seed * 1_000_003 + episode) % 2**31
+
+
+class MBPO:
+    """The MBPO driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
+
+    Args:
+        cfg: The run's configuration.
+        run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` creates ``runs/mbpo-<env>__<seed>__<time>``.
+        logger: An SB3 logger; ``None`` makes one writing stdout, CSV and TensorBoard into ``run_dir``.
+        log_formats: Formats for the default logger.
+
+    Attributes:
+        env_steps: Real env steps taken so far (the unit of every budget).
+        eval_history: ``(env_steps, mean deterministic return)`` per evaluation.
+        real, model_buffer: The real and imagined transition buffers.
+        on_step: Optional hook called with the run after every env step (after any checkpoint of that step).
+    """
+
+    def __init__(
+        self,
+        cfg: MBPOConfig,
+        run_dir: str | Path | None = None,
+        logger: Logger | None = None,
+        log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = (
+            Path(run_dir) if run_dir is not None else make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, config=cfg)
+        )
+        if not (self.run_dir / "config.yaml").exists():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            save_yaml(cfg, self.run_dir / "config.yaml")
+        self.rng = seed_everything(cfg.seed)
+        self.env = make_env(cfg.env_id)
+        self.eval_env = DummyVecEnv([lambda: Monitor(make_env(cfg.env_id))])
+        obs_space, act_space = self.env.observation_space, self.env.action_space
+        if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
+            raise ValueError(f"MBPO needs a flat Box observation space, {cfg.env_id} has {obs_space}")
+        if not isinstance(act_space, spaces.Box):
+            raise ValueError(f"MBPO (SAC) needs a Box action space, {cfg.env_id} has {act_space}; use --algo dyna")
+        self.obs_dim, self.act_dim = int(obs_space.shape[0]), int(act_space.shape[0])
+        self.action_low = act_space.low.astype(np.float32)
+        self.action_high = act_space.high.astype(np.float32)
+
+        done_fn = termination_fn(cfg.env_id)
+        model_cfg = cfg.model
+        if done_fn is None and not model_cfg.learned_termination:
+            # No known termination rule for this env: learn one with the model instead of assuming none.
+            model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
+        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed)
+        self.model_env = ModelEnv(self.model, done_fn, self.obs_dim, (self.act_dim,), np.float32)
+        self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
+        self.model_buffer = ModelBuffer(cfg.model_retain_epochs, self.obs_dim, self.act_dim)
+        self.controller: Controller = make_controller(cfg.controller)
+        self.controller.reset()
+
+        ent_coef: str | float = cfg.sac.ent_coef if cfg.sac.ent_coef.startswith("auto") else float(cfg.sac.ent_coef)
+        self.sac = SAC(
+            "MlpPolicy",
+            self.env,
+            learning_rate=cfg.sac.learning_rate,
+            buffer_size=1,  # SB3's own storage is replaced by the mixed buffer below
+            batch_size=cfg.sac.batch_size,
+            gamma=cfg.sac.gamma,
+            tau=cfg.sac.tau,
+            ent_coef=ent_coef,
+            policy_kwargs={"net_arch": list(cfg.sac.net_arch)},
+            seed=cfg.seed,
+            device="cpu",
+            verbose=0,
+        )
+        self.sac.replay_buffer = MixedReplayBuffer(
+            self.real, self.model_buffer, cfg.real_ratio, obs_space, act_space, self.rng, device="cpu"
+        )
+        self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
+        self.sac.set_logger(self.logger)
+
+        # Counters and history (all saved in checkpoints).
+        self.env_steps = 0
+        self.episodes = 0
+        self.rollout_length = 0
+        self.decided_epoch = -1
+        self.imagined_total = 0
+        self.rollout_seconds = 0.0
+        self.model_fits = 0
+        self.nan_restores = 0
+        self.train_seconds = 0.0
+        self.eval_history: list[tuple[int, float]] = []
+        self.episode_returns: list[tuple[int, float]] = []
+        self.last_model_metrics: dict[str, float] = {}
+        self.last_rollout: RolloutResult | None = None
+        self._obs: np.ndarray | None = None
+        self._episode_return = 0.0
+        self.on_step: Callable[[MBPO], None] | None = None
+
+    # --- the loop ---------------------------------------------------------------------------------------------
+
+    def learn(self) -> MBPO:
+        """Interact until ``cfg.total_steps`` env steps, then write ``result.json``; returns ``self``."""
+        cfg = self.cfg
+        started = time.perf_counter()
+        steps_at_start = self.env_steps
+        while self.env_steps < cfg.total_steps:
+            if self._obs is None:
+                self._obs, _ = self.env.reset(seed=_episode_seed(cfg.seed, self.episodes))
+                self._episode_return = 0.0
+            if self.env_steps >= cfg.initial_random_steps and self.env_steps % cfg.model_train_freq == 0:
+                self._model_round()
+            self._env_step()
+            if self.env_steps > cfg.initial_random_steps:
+                t0 = time.perf_counter()
+                self.sac.train(gradient_steps=cfg.updates_per_step, batch_size=cfg.sac.batch_size)
+                self.train_seconds += time.perf_counter() - t0
+            if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
+                self.evaluate()
+            if self.env_steps % cfg.log_every == 0 or self.env_steps == cfg.total_steps:
+                self._dump(started, steps_at_start)
+            if cfg.checkpoint_every and self.env_steps % cfg.checkpoint_every == 0:
+                self.save()
+            if self.on_step is not None:
+                self.on_step(self)
+        self.save()
+        write_result(self.run_dir, self.result())
+        return self
+
+    def _policy_actions(self, obs: np.ndarray) -> np.ndarray:
+        action, _ = self.sac.predict(obs, deterministic=False)
+        return np.asarray(action, dtype=np.float32)
+
+    def _env_step(self) -> None:
+        cfg = self.cfg
+        assert self._obs is not None
+        if self.env_steps < cfg.initial_random_steps:
+            action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
+        else:
+            action = self._policy_actions(self._obs[None])[0]
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
+        self._episode_return += float(reward)
+        self.env_steps += 1
+        self.sac.num_timesteps = self.env_steps
+        self._obs = np.asarray(next_obs, dtype=np.float32)
+        if terminated or truncated:
+            self.episode_returns.append((self.env_steps, self._episode_return))
+            self.logger.record_mean("rollout/ep_rew_mean", self._episode_return)
+            self.episodes += 1
+            self._obs = None
+
+    def _feedback(self, epoch: int) -> dict[str, Any]:
+        last = self.last_rollout
+        evals = [r for _, r in self.eval_history]
+        by_step = list(last.disagreement_by_step) if last else []
+        nll = self.last_model_metrics.get("model/holdout_nll", math.nan)
+        eval_return = evals[-1] if evals else math.nan
+        return {
+            "epoch": epoch,
+            "budget_fraction": self.env_steps / self.cfg.total_steps,
+            "env_steps": self.env_steps,
+            "current_length": self.rollout_length,
+            "model_holdout_nll": nll,
+            "model_holdout_mse": self.last_model_metrics.get("model/holdout_mse", math.nan),
+            "disagreement_by_step": by_step,
+            "first_step_disagreement": last.first_step_disagreement if last else np.zeros(0),
+            "eval_return": eval_return,
+            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
+            # The same quantities under the names of the Dyna feedback (meta.rollout_length.inner.FEEDBACK_KEYS),
+            # so a learned controller reads MBPO runs too.
+            "mean_return": eval_return,
+            "model_holdout_loss": nll,
+            "disagreement_mean": float(np.mean(by_step)) if by_step else math.nan,
+        }
+
+    def _model_round(self) -> None:
+        """Refit the model, let the controller choose ``h`` (once per epoch), roll out into the model buffer."""
+        cfg = self.cfg
+        data = self.real.all()
+        metrics = self.model.fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
+        self.model_fits += 1
+        restored = metrics.get("model/restored_after_nan", 0.0) > 0 or not math.isfinite(metrics["model/holdout_nll"])
+        if restored:
+            self.model.restore_last_good()
+            self.nan_restores += 1
+            self.logger.log(f"model: non-finite training loss at step {self.env_steps}; restored last good weights")
+        self.last_model_metrics = metrics
+        for key, value in metrics.items():
+            self.logger.record(key, value)
+        self.logger.record("model/restored_after_nan", float(restored))
+
+        epoch = self.env_steps // cfg.epoch_length
+        if epoch != self.decided_epoch:
+            self.rollout_length = int(self.controller.decide(self._feedback(epoch)))
+            self.decided_epoch = epoch
+        # Uncertainty controllers (meta.controllers.UncertaintyTruncation) also cut each rollout per sample.
+        keep_fn = getattr(self.controller, "keep", None)
+        self.logger.record("meta/rollout_length", self.rollout_length)
+        self.logger.record("meta/epoch", epoch)
+        if self.rollout_length <= 0:
+            return
+        start = self.real.sample(cfg.rollout_batch_size, self.rng).obs
+        result = self.model_env.rollout(start, self._policy_actions, self.rollout_length, self.rng, keep_fn=keep_fn)
+        if result.num_nonfinite:
+            self.model.restore_last_good()
+            self.nan_restores += 1
+            self.logger.log(
+                f"model: {result.num_nonfinite} non-finite predictions at step {self.env_steps}; "
+                "dropped them and restored the last good weights"
+            )
+        self.logger.record("model/nonfinite_predictions", result.num_nonfinite)
+        self.model_buffer.add_batch(result.transitions, epoch)
+        self.last_rollout = result
+        self.imagined_total += len(result.transitions)
+        self.rollout_seconds += result.seconds
+        for h, value in enumerate(result.disagreement_by_step):
+            self.logger.record(f"meta/disagreement_h{h + 1}", value)
+        self.logger.record("meta/uncertainty_cut", result.num_uncertainty_cut)
+        self.logger.record("model/imagined_transitions", len(result.transitions))
+        self.logger.record("model/rollout_seconds", result.seconds)
+
+    def evaluate(self) -> float:
+        """Mean return of the deterministic policy over ``eval_episodes`` episodes with fixed seeds."""
+        from stable_baselines3.common.evaluation import evaluate_policy
+
+        self.eval_env.seed(self.cfg.seed + 10_000)
+        result = evaluate_policy(self.sac, self.eval_env, n_eval_episodes=self.cfg.eval_episodes, deterministic=True)
+        mean = float(np.mean(result[0]))
+        self.eval_history.append((self.env_steps, mean))
+        self.logger.record("eval/mean_reward", mean)
+        return mean
+
+    def _dump(self, started: float, steps_at_start: int) -> None:
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        self.logger.record("time/total_timesteps", self.env_steps)
+        self.logger.record("time/fps", (self.env_steps - steps_at_start) / elapsed)
+        self.logger.record("model/real_samples", len(self.real))
+        self.logger.record("model/model_samples", len(self.model_buffer))
+        self.logger.record("meta/rollout_length", self.rollout_length)
+        self.logger.dump(self.env_steps)
+
+    # --- results and persistence ------------------------------------------------------------------------------
+
+    def result(self) -> dict[str, Any]:
+        """Summary written to ``result.json``: counters, eval curve, episode returns and costs."""
+        return {
+            "algo": "mbpo",
+            "env_id": self.cfg.env_id,
+            "seed": self.cfg.seed,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "eval": [[s, r] for s, r in self.eval_history],
+            "episode_returns": [[s, r] for s, r in self.episode_returns],
+            "final_eval_return": self.eval_history[-1][1] if self.eval_history else None,
+            "imagined_transitions": self.imagined_total,
+            "rollout_seconds": self.rollout_seconds,
+            "model_fits": self.model_fits,
+            "nan_restores": self.nan_restores,
+            "sac_train_seconds": self.train_seconds,
+            "config": to_dict(self.cfg),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole run as plain data (see the module docstring for what is included)."""
+        return {
+            "sac": capture_sac(self.sac),
+            "model": self.model.state_dict(),
+            "real_buffer": self.real.state_dict(),
+            "model_buffer": self.model_buffer.state_dict(),
+            "controller": self.controller.state_dict(),
+            "rng": capture_rng({"run": self.rng}),
+            "counters": {
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "rollout_length": self.rollout_length,
+                "decided_epoch": self.decided_epoch,
+                "imagined_total": self.imagined_total,
+                "rollout_seconds": self.rollout_seconds,
+                "model_fits": self.model_fits,
+                "nan_restores": self.nan_restores,
+                "train_seconds": self.train_seconds,
+            },
+            "eval_history": [[s, r] for s, r in self.eval_history],
+            "episode_returns": [[s, r] for s, r in self.episode_returns],
+            "last_model_metrics": dict(self.last_model_metrics),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output into this (identically configured) run."""
+        restore_sac(self.sac, state["sac"])
+        self.model.load_state_dict(state["model"])
+        self.real.load_state_dict(state["real_buffer"])
+        self.model_buffer.load_state_dict(state["model_buffer"])
+        self.controller.load_state_dict(state["controller"])
+        restore_rng(state["rng"], {"run": self.rng})
+        counters = state["counters"]
+        self.env_steps = int(counters["env_steps"])
+        self.episodes = int(counters["episodes"])
+        self.rollout_length = int(counters["rollout_length"])
+        self.decided_epoch = int(counters["decided_epoch"])
+        self.imagined_total = int(counters["imagined_total"])
+        self.rollout_seconds = float(counters["rollout_seconds"])
+        self.model_fits = int(counters["model_fits"])
+        self.nan_restores = int(counters["nan_restores"])
+        self.train_seconds = float(counters["train_seconds"])
+        self.eval_history = [(int(s), float(r)) for s, r in state["eval_history"]]
+        self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
+        self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
+        self.sac.num_timesteps = self.env_steps
+        self._obs = None  # the environment's internal state is not saved: a resumed run starts a new episode
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""
+        target = Path(path) if path is not None else self.run_dir / CHECKPOINT_NAME
+        return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, logger: Logger | None = None) -> MBPO:
+        """Rebuild a run from ``run_dir/config.yaml`` and its latest checkpoint; :meth:`learn` then continues it.
+
+        Raises:
+            rolloutlab.checkpoint.CheckpointError: No readable MBPO checkpoint in ``run_dir``.
+        """
+        run_dir = Path(run_dir)
+        envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
+        cfg = from_dict(MBPOConfig, envelope["config"])
+        step = int(envelope["state"]["counters"]["env_steps"])
+        csv = run_dir / "progress.csv"
+        if logger is None and csv.exists():
+            # SB3's CSV writer truncates its file; keep the log of the interrupted part beside the new one.
+            csv.rename(run_dir / f"progress-until-{step}.csv")
+        run = cls(cfg, run_dir=run_dir, logger=logger)
+        run.load_state_dict(envelope["state"])
+        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
+        return run
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any]) -> MBPOConfig:
+    """An :class:`MBPOConfig` from an optional YAML preset plus command-line overrides (overrides win)."""
+    if path is None:
+        return from_dict(MBPOConfig, overrides)
+    return load_yaml(MBPOConfig, path, overrides)

@@ -1,0 +1,194 @@
+"""``rolloutlab mbrl``: train MBPO or Dyna-DQN runs, resume them, and run the sample-efficiency benchmark.
+
+Heavy libraries (torch, SB3) are imported inside the commands so ``rolloutlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    help="World-model learners: MBPO (SB3 SAC) and Dyna-DQN with a rollout-length controller.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _check_controller(spec: str) -> None:
+    from meta.controllers import make_controller
+
+    try:
+        make_controller(spec)
+    except (ValueError, KeyError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--controller") from exc
+
+
+@app.command()
+def train(
+    algo: Annotated[
+        str, typer.Option(help="mbpo (continuous actions, SB3 SAC) or dyna (discrete, Dyna-DQN).")
+    ] = "mbpo",
+    env: Annotated[str, typer.Option("--env", help="Gymnasium id, e.g. Pendulum-v1 or rolloutlab/PointMass-v0.")] = (
+        "Pendulum-v1"
+    ),
+    steps: Annotated[int | None, typer.Option(help="Interaction budget in env steps (default: the config's).")] = None,
+    controller: Annotated[
+        str | None, typer.Option(help="Rollout-length controller: fixed:5, linear:20,150,1,15, incdec:32, ...")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for everything in the run.")] = 0,
+    config: Annotated[Path | None, typer.Option(help="YAML preset loaded into the algorithm's config dataclass.")] = (
+        None
+    ),
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run in this directory to its original budget.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
+    checkpoint_every: Annotated[
+        int | None, typer.Option(help="Env steps between whole-run checkpoints (default: the config's).")
+    ] = None,
+) -> None:
+    """Train one run (or resume one with --resume RUN_DIR) and print where it wrote its results."""
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    if algo not in ("mbpo", "dyna"):
+        raise typer.BadParameter(f"unknown algorithm {algo!r}; choose mbpo or dyna", param_hint="--algo")
+    if algo == "dyna":
+        _train_dyna(env, steps, controller, seed, config, resume, out)
+        return
+    from mbrl.algorithms.mbpo import MBPO, load_config
+    from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.config import ConfigError
+    from rolloutlab.runs import make_run_dir
+
+    if resume is not None:
+        try:
+            run = MBPO.resume(resume)
+        except CheckpointError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    else:
+        overrides: dict[str, Any] = {"env_id": env, "seed": seed}
+        if steps is not None:
+            overrides["total_steps"] = steps
+        if controller is not None:
+            _check_controller(controller)
+            overrides["controller"] = controller
+        if checkpoint_every is not None:
+            overrides["checkpoint_every"] = checkpoint_every
+        try:
+            cfg = load_config(config, overrides)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        run_dir = make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, root=out, config=cfg)
+        run = MBPO(cfg, run_dir=run_dir)
+    run.learn()
+    final = run.eval_history[-1][1] if run.eval_history else float("nan")
+    typer.echo(f"done: {run.env_steps} env steps, final eval return {final:.1f}; results in {run.run_dir}")
+
+
+DYNA_CHECKPOINT_KIND = "dyna-cli-run"
+
+
+def _train_dyna(
+    env: str,
+    steps: int | None,
+    controller: str | None,
+    seed: int,
+    config: Path | None,
+    resume: Path | None,
+    out: Path,
+) -> None:
+    """One Dyna-DQN run: a ``BatchedDynaDQN`` with a single run, the controller asked for K before every phase."""
+    import dataclasses
+
+    import gymnasium as gym
+    import yaml
+
+    from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
+    from meta.controllers import make_controller
+    from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from rolloutlab.config import ConfigError, from_dict, to_dict
+    from rolloutlab.logs import make_logger
+    from rolloutlab.runs import make_run_dir, write_result
+
+    if resume is not None:
+        try:
+            envelope = load_checkpoint(resume / "checkpoint.pt", kind=DYNA_CHECKPOINT_KIND)
+        except CheckpointError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        meta = envelope["config"]
+        env, seed, spec = str(meta["env_id"]), int(meta["seed"]), str(meta["controller"])
+        cfg = from_dict(DynaConfig, meta["dyna"])
+        run_dir = resume
+    else:
+        spec = controller or "fixed:1"
+        _check_controller(spec)
+        try:
+            values = dataclasses.asdict(DynaConfig.for_env(env))
+            if config is not None:
+                values.update(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+            if steps is not None:
+                values["budget"] = steps
+            cfg = from_dict(DynaConfig, values)
+        except (ConfigError, ValueError, OSError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config/--env") from exc
+        meta = {"env_id": env, "seed": seed, "controller": spec, "dyna": to_dict(cfg)}
+        run_dir = make_run_dir(f"dyna-{env}", seed, root=out, config=meta)
+    algo = BatchedDynaDQN([lambda: gym.make(env)], cfg, seed=seed, run_seeds=[seed])
+    ctrl = make_controller(spec)
+    ctrl.reset()
+    k, evals, last = 0, [], {}
+    if resume is not None:
+        state = envelope["state"]
+        algo.load_state_dict(state["algo"])
+        ctrl.load_state_dict(state["controller"])
+        k, evals = int(state["k"]), [list(e) for e in state["evals"]]
+        last = {str(key): float(value) for key, value in state["feedback"].items()}
+    logger = make_logger(run_dir)
+    truncators = [ctrl] if hasattr(ctrl, "keep") else None
+    while not algo.done:
+        # The last phase's feedback (what a learned controller was trained on) plus the schedule keys.
+        progress = {"epoch": algo.phase, "budget_fraction": algo.steps_done / algo.budget, "current_length": k}
+        k = int(ctrl.decide({**last, **progress}))
+        fb = algo.run_phase([k], truncators)[0]  # type: ignore[arg-type]
+        last = {key: float(value) for key, value in fb.items()}
+        evals.append([int(algo.steps_done), float(fb["mean_return"])])
+        logger.record("eval/mean_reward", fb["mean_return"])
+        logger.record("meta/rollout_length", k)
+        for key in ("model_holdout_loss", "model_holdout_mse", "model_restored_after_nan"):
+            logger.record(f"model/{key.removeprefix('model_')}", fb[key])
+        for key in ("disagreement_mean", "rollout_disagreement_mean", "model_transitions", "epsilon"):
+            if key in fb:
+                logger.record(f"meta/{key}", fb[key])
+        logger.dump(int(algo.steps_done))
+        state = {"algo": algo.state_dict(), "controller": ctrl.state_dict(), "k": k, "evals": evals, "feedback": last}
+        save_checkpoint(run_dir / "checkpoint.pt", state, kind=DYNA_CHECKPOINT_KIND, config=meta)
+    result = {"algo": "dyna", "env_id": env, "seed": seed, "controller": spec, "env_steps": int(algo.steps_done)}
+    result["eval"] = evals
+    write_result(run_dir, result)
+    final = evals[-1][1] if evals else float("nan")
+    typer.echo(f"done: {algo.steps_done} env steps, final greedy return {final:.1f}; results in {run_dir}")
+
+
+@app.command()
+def bench(
+    out: Annotated[Path, typer.Option(help="Where the quick benchmark writes its JSON.")] = Path("runs/mbrl-bench"),
+) -> None:
+    """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds)."""
+    from mbrl.bench import quick_bench
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    for line in quick_bench(out):
+        ok = "—" if line.passed is None else ("yes" if line.passed else "NO")
+        typer.echo(
+            f"{line.benchmark}: {line.metric} = {line.value} (target {line.target}; ok {ok}; {line.seconds:.0f}s)"
+        )
+        typer.echo(f"  full benchmark: {line.command}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,183 @@
+"""Batched imagined rollouts in a learned dynamics model (MBPO's branched rollouts, Janner et al. 2019, Alg. 2).
+
+:class:`ModelEnv` starts ``N`` rollouts from states drawn from the real buffer and advances all live ones together:
+the current policy picks actions, :meth:`DynamicsModel.predict` samples next states and rewards with one random elite
+per sample, and each sample ends on its own when it terminates (known termination function, or the learned head),
+when its prediction is non-finite, or when the ensemble disagreement passes an optional threshold (MACURA-style,
+Frauenknecht et al. 2024). Reaching the horizon marks the last transition ``truncated``, never ``terminated``.
+
+The mean ensemble disagreement over live samples is recorded at every step (``RolloutResult.disagreement_by_step``)
+and the per-sample disagreement of the first step is kept so an uncertainty controller can calibrate its threshold
+as a percentile of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from mbrl.buffers import Transitions
+from mbrl.termination import TerminationFn
+
+PolicyFn = Callable[[np.ndarray], np.ndarray]
+"""Maps observations ``[N, obs_dim]`` to actions ``[N, act_dim]`` (or ``[N]`` indices), in environment units."""
+
+
+class StepPredictor(Protocol):
+    """What :class:`ModelEnv` needs from a dynamics model (``mbrl.models.dynamics.DynamicsModel`` provides it)."""
+
+    def predict(self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> Any:
+        """Return an object with ``next_obs [N, d]``, ``reward [N]``, ``terminated_prob [N] | None``,
+        ``disagreement [N]``."""
+
+
+@dataclass
+class RolloutResult:
+    """What one batch of imagined rollouts produced.
+
+    Attributes:
+        transitions: Every stored imagined transition (terminated / truncated kept apart).
+        horizon: The requested rollout length.
+        disagreement_by_step: Mean ensemble disagreement over the samples alive at each step (length <= horizon).
+        alive_by_step: Number of samples alive at the start of each step.
+        first_step_disagreement: Per-sample disagreement at the first step, ``[N]``.
+        num_nonfinite: Samples dropped because the model predicted NaN/inf.
+        num_uncertainty_cut: Samples stopped because their disagreement passed the threshold.
+        num_terminated: Samples that reached a terminal state.
+        seconds: Wall-clock time of the rollout.
+    """
+
+    transitions: Transitions
+    horizon: int
+    disagreement_by_step: list[float] = field(default_factory=list)
+    alive_by_step: list[int] = field(default_factory=list)
+    first_step_disagreement: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    num_nonfinite: int = 0
+    num_uncertainty_cut: int = 0
+    num_terminated: int = 0
+    seconds: float = 0.0
+
+
+class ModelEnv:
+    """A learned model as a batched environment for imagined rollouts.
+
+    Args:
+        model: The dynamics model (anything with a contract-compatible ``predict``).
+        termination_fn: Known termination function ``fn(obs, action, next_obs) -> bool[N]``; ``None`` uses the
+            model's learned ``terminated_prob`` (> 0.5) if it has one, otherwise nothing terminates.
+        obs_dim: Observation size.
+        action_shape: Shape of one action (``()`` for discrete indices).
+        action_dtype: Numpy dtype of stored actions.
+    """
+
+    def __init__(
+        self,
+        model: StepPredictor,
+        termination_fn: TerminationFn | None,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: Any = np.float32,
+    ) -> None:
+        self.model = model
+        self.termination_fn = termination_fn
+        self.obs_dim = int(obs_dim)
+        self.action_shape = tuple(action_shape)
+        self.action_dtype = action_dtype
+
+    def _terminated(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray, prob: Any) -> np.ndarray:
+        if self.termination_fn is not None:
+            return np.asarray(self.termination_fn(obs, action, next_obs), dtype=bool)
+        if prob is not None:
+            return np.asarray(prob) > 0.5
+        return np.zeros(obs.shape[0], dtype=bool)
+
+    def rollout(
+        self,
+        start_obs: np.ndarray,
+        policy: PolicyFn,
+        horizon: int,
+        rng: np.random.Generator,
+        disagreement_threshold: float | None = None,
+        keep_fn: Callable[[int, np.ndarray], np.ndarray] | None = None,
+    ) -> RolloutResult:
+        """Roll out ``horizon`` steps from each start state, stopping samples individually.
+
+        Args:
+            start_obs: ``[N, obs_dim]`` start states (normally sampled from the real buffer).
+            policy: The current policy, batched.
+            horizon: Rollout length ``h >= 0`` (0 returns an empty result).
+            rng: Generator for the model's elite choice and sampling noise.
+            disagreement_threshold: If given, a sample whose disagreement exceeds it is stopped and that transition
+                is not stored (the model is trusted only below the threshold).
+            keep_fn: Alternative to a fixed threshold: ``keep_fn(step, disagreement[N_alive]) -> bool[N_alive]``
+                says which samples may continue (e.g. ``UncertaintyTruncation.keep``, which calibrates its threshold
+                at step 0); rejected samples are stopped and their transition is not stored.
+
+        Returns:
+            The stored transitions and per-step statistics.
+        """
+        started = time.perf_counter()
+        obs = np.asarray(start_obs, dtype=np.float32)
+        parts: list[Transitions] = []
+        result = RolloutResult(transitions=self._empty(), horizon=int(horizon))
+        for t in range(int(horizon)):
+            if obs.shape[0] == 0:
+                break
+            action = np.asarray(policy(obs))
+            step = self.model.predict(obs, action, rng)
+            next_obs = np.asarray(step.next_obs, dtype=np.float32)
+            reward = np.asarray(step.reward, dtype=np.float32).reshape(-1)
+            disagreement = np.asarray(step.disagreement, dtype=np.float64).reshape(-1)
+            result.alive_by_step.append(int(obs.shape[0]))
+            finite = np.isfinite(next_obs).all(axis=1) & np.isfinite(reward)
+            result.num_nonfinite += int((~finite).sum())
+            finite_disagreement = disagreement[finite & np.isfinite(disagreement)]
+            result.disagreement_by_step.append(float(finite_disagreement.mean()) if finite_disagreement.size else 0.0)
+            if t == 0:
+                result.first_step_disagreement = disagreement.copy()
+            keep = finite.copy()
+            if disagreement_threshold is not None or keep_fn is not None:
+                if keep_fn is not None:
+                    allowed = np.asarray(keep_fn(t, disagreement), dtype=bool).reshape(-1)
+                else:
+                    allowed = disagreement <= float(disagreement_threshold)  # type: ignore[arg-type]
+                cut = keep & ~allowed
+                result.num_uncertainty_cut += int(cut.sum())
+                keep &= ~cut
+            terminated = np.zeros(obs.shape[0], dtype=bool)
+            if keep.any():
+                prob = None if step.terminated_prob is None else np.asarray(step.terminated_prob)[keep]
+                terminated[keep] = self._terminated(obs[keep], action[keep], next_obs[keep], prob)
+            last = t == int(horizon) - 1
+            parts.append(
+                Transitions(
+                    obs=obs[keep],
+                    action=action[keep].astype(self.action_dtype).reshape(-1, *self.action_shape),
+                    reward=reward[keep],
+                    next_obs=next_obs[keep],
+                    terminated=terminated[keep],
+                    # The horizon is our choice, not the MDP's: a cut there must bootstrap, so it is `truncated`.
+                    truncated=np.full(int(keep.sum()), last) & ~terminated[keep],
+                )
+            )
+            result.num_terminated += int(terminated[keep].sum())
+            alive = keep & ~terminated
+            obs = next_obs[alive]
+        if parts:
+            result.transitions = Transitions.concatenate(parts)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _empty(self) -> Transitions:
+        return Transitions(
+            obs=np.zeros((0, self.obs_dim), np.float32),
+            action=np.zeros((0, *self.action_shape), self.action_dtype),
+            reward=np.zeros(0, np.float32),
+            next_obs=np.zeros((0, self.obs_dim), np.float32),
+            terminated=np.zeros(0, bool),
+            truncated=np.zeros(0, bool),
+        )

@@ -1,0 +1,394 @@
+"""The world model used by MBPO and Dyna-DQN: an ensemble predicting reward and state change, with its training loop.
+
+Training follows MBPO's reference implementation (Janner et al. 2019) and mbrl-lib: inputs (state, action) and targets
+(reward, delta-state) are standardized with statistics of the training split; each member trains on its own bootstrap
+resample in shuffled minibatches; a holdout split scores each member after every epoch; a member's weights are
+snapshotted whenever its holdout error improves by more than ``improvement_threshold`` (relative); training stops
+after ``patience`` epochs without any member improving (or at ``max_epochs``); the best snapshot of every member is
+restored and the ``num_elites`` members with the lowest holdout MSE become the elites used for prediction.
+
+Targets are standardized too (a departure from MBPO, which only normalizes inputs): MountainCar's velocity changes by
+about 1e-3 per step, far below the standard deviation that MBPO's log-variance floor of -10 allows, so predicting raw
+deltas would drown the dynamics in model noise. Holdout NLL and MSE are therefore reported in standardized target
+units, comparable across environments.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
+from mbrl.models.normalizer import Normalizer
+from mbrl.models.termination_head import TerminationHead
+
+#: MBPO's per-layer L2 weight decay for its 4 hidden layers + output layer (reference implementation, ``bnn.py``).
+MBPO_WEIGHT_DECAYS = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
+
+
+def default_weight_decays(num_layers: int) -> list[float]:
+    """MBPO's per-layer weight decays for ``num_layers == 4``; otherwise spread linearly over the same range."""
+    if num_layers == 4:
+        return list(MBPO_WEIGHT_DECAYS)
+    return [float(w) for w in np.linspace(2.5e-5, 1e-4, num_layers + 1)]
+
+
+@dataclass
+class ModelConfig:
+    """World-model architecture and training settings (defaults: MBPO's).
+
+    Attributes:
+        ensemble_size: Number of ensemble members ``E``.
+        num_elites: Members used for prediction, chosen by holdout MSE.
+        hidden_size: Width of each hidden layer.
+        num_layers: Number of hidden layers.
+        lr: Adam learning rate.
+        weight_decays: Per-layer L2 coefficients (``num_layers + 1`` values); ``None`` means
+            :func:`default_weight_decays`.
+        batch_size: Minibatch size per member.
+        holdout_fraction: Fraction of the data held out for early stopping and elite selection.
+        max_holdout: Cap on the holdout size (MBPO: 5000).
+        patience: Epochs without improvement of any member before training stops (MBPO: 5).
+        improvement_threshold: Relative holdout-MSE improvement that counts as an improvement (MBPO: 0.01).
+        max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call.
+        bootstrap: Each member trains on its own bootstrap resample (``True``) or on the same data in its own shuffled
+            order (``False``).
+        learned_termination: Also train a termination classifier (for envs without a known termination function).
+        termination_hidden_size: Width of the termination classifier's hidden layers.
+        refit_normalizer: Recompute the normalizer statistics from the data passed to each ``fit`` call (the whole
+            buffer, as in mbrl-lib) instead of accumulating them over calls.
+    """
+
+    ensemble_size: int = 7
+    num_elites: int = 5
+    hidden_size: int = 200
+    num_layers: int = 4
+    lr: float = 1e-3
+    weight_decays: list[float] | None = None
+    batch_size: int = 256
+    holdout_fraction: float = 0.2
+    max_holdout: int = 5000
+    patience: int = 5
+    improvement_threshold: float = 0.01
+    max_epochs: int = 100
+    bootstrap: bool = True
+    learned_termination: bool = False
+    termination_hidden_size: int = 64
+    refit_normalizer: bool = True
+
+
+@dataclass
+class ModelStep:
+    """One batched model prediction (all arrays numpy, ``N`` samples).
+
+    Attributes:
+        next_obs: ``[N, obs_dim]`` predicted next observation (``obs`` + sampled delta).
+        reward: ``[N]`` predicted reward.
+        terminated_prob: ``[N]`` termination probability from the learned head, or ``None`` without one.
+        disagreement: ``[N]`` standard deviation across elites of the predicted mean, averaged over output dims,
+            in standardized target units.
+        finite: ``[N]`` whether the prediction is finite (non-finite rows are a sign the model diverged).
+    """
+
+    next_obs: np.ndarray
+    reward: np.ndarray
+    terminated_prob: np.ndarray | None
+    disagreement: np.ndarray
+    finite: np.ndarray = field(default_factory=lambda: np.ones(0, dtype=bool))
+
+
+class DynamicsModel:
+    """Ensemble world model ``(s, a) -> (r, s' - s)`` with normalizers, training and sampling.
+
+    Args:
+        obs_dim: Observation width.
+        action_dim: Number of actions if ``discrete_actions`` (one-hot encoded inside), else the action width.
+        discrete_actions: Whether actions are integer indices.
+        cfg: Architecture and training settings.
+        seed: Seeds the initialization and the model's own generator for holdout splits and bootstrap draws.
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, discrete_actions: bool, cfg: ModelConfig, seed: int = 0) -> None:
+        self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
+        self.cfg = cfg
+        in_dim, out_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
+        decays = cfg.weight_decays if cfg.weight_decays is not None else default_weight_decays(cfg.num_layers)
+        self.ensemble = GaussianEnsemble(
+            in_dim, out_dim, cfg.ensemble_size, cfg.hidden_size, cfg.num_layers, decays, cfg.num_elites, seed=seed
+        )
+        self.termination: TerminationHead | None = None
+        if cfg.learned_termination:
+            generator = torch.Generator().manual_seed(int(seed) + 1)
+            self.termination = TerminationHead(cfg.ensemble_size, in_dim, cfg.termination_hidden_size, generator)
+        self.input_normalizer = Normalizer(in_dim)
+        self.output_normalizer = Normalizer(out_dim)
+        self._rng = np.random.default_rng(seed)
+        self._last_good: dict[str, Any] = self._weights()
+        self.fitted = False
+
+    # --- data layout ------------------------------------------------------------------------------------------
+
+    def _inputs(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        if self.discrete_actions:
+            idx = np.asarray(actions).reshape(-1).astype(np.int64)
+            if idx.shape[0] != obs.shape[0]:
+                raise ValueError(f"got {obs.shape[0]} observations but {idx.shape[0]} actions")
+            if idx.size and (idx.min() < 0 or idx.max() >= self.action_dim):
+                raise ValueError(f"discrete actions must lie in [0, {self.action_dim}), got [{idx.min()}, {idx.max()}]")
+            act = np.zeros((idx.shape[0], self.action_dim))
+            act[np.arange(idx.shape[0]), idx] = 1.0
+        else:
+            act = np.asarray(actions, dtype=np.float64).reshape(obs.shape[0], self.action_dim)
+        return np.concatenate([obs, act], axis=1)
+
+    def _weights(self) -> dict[str, Any]:
+        return {
+            "ensemble": copy.deepcopy(self.ensemble.state_dict()),
+            "termination": None if self.termination is None else copy.deepcopy(self.termination.state_dict()),
+        }
+
+    def _load_weights(self, weights: Mapping[str, Any]) -> None:
+        self.ensemble.load_state_dict(weights["ensemble"])
+        if self.termination is not None and weights.get("termination") is not None:
+            self.termination.load_state_dict(weights["termination"])
+
+    def _member_params(self) -> dict[str, torch.Tensor]:
+        params = {f"ensemble.{n}": p for n, p in self.ensemble.named_parameters()}
+        if self.termination is not None:
+            params.update({f"termination.{n}": p for n, p in self.termination.named_parameters()})
+        return {n: p for n, p in params.items() if p.shape[0] == self.cfg.ensemble_size and p.dim() == 3}
+
+    def restore_last_good(self) -> None:
+        """Reload the weights from the end of the last successful :meth:`fit` (used after NaN/inf predictions)."""
+        self._load_weights(self._last_good)
+
+    # --- training ---------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _holdout_scores(
+        self, x: torch.Tensor, y: torch.Tensor, t: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        mean, logvar = self.ensemble(x)
+        mse = ((mean - y) ** 2).mean(dim=(1, 2))
+        nll = gaussian_nll(mean, logvar, y.expand_as(mean))
+        bce = None
+        if self.termination is not None and t is not None:
+            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
+            bce = F.binary_cross_entropy_with_logits(logits, t.expand_as(logits), reduction="none").mean(dim=1)
+        return mse, nll, bce
+
+    def fit(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> dict[str, float]:
+        """Train on a dataset of real transitions (typically the whole replay buffer).
+
+        Args:
+            obs: ``[N, obs_dim]``.
+            actions: ``[N]`` integer actions (discrete) or ``[N, action_dim]``.
+            rewards: ``[N]``.
+            next_obs: ``[N, obs_dim]``.
+            terminated: ``[N]`` true terminals only (never time-limit truncations).
+
+        Returns:
+            Metrics: ``model/holdout_nll`` and ``model/holdout_mse`` (mean over elites, standardized target units),
+            ``model/train_epochs``, ``model/train_loss``, ``model/num_train``, ``model/num_holdout``,
+            ``model/restored_after_nan`` (1.0 if a non-finite loss made training fall back to the last good weights)
+            and, with a learned termination head, ``model/holdout_termination_bce``.
+        """
+        cfg = self.cfg
+        x_np = self._inputs(obs, actions)
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        y_np = np.concatenate(
+            [np.asarray(rewards, dtype=np.float64).reshape(-1, 1), np.asarray(next_obs, dtype=np.float64) - obs64],
+            axis=1,
+        )
+        t_np = np.asarray(terminated, dtype=np.float64).reshape(-1)
+        keep = np.isfinite(x_np).all(axis=1) & np.isfinite(y_np).all(axis=1)
+        x_np, y_np, t_np = x_np[keep], y_np[keep], t_np[keep]
+        n = x_np.shape[0]
+        if n == 0:
+            raise ValueError("DynamicsModel.fit needs at least one finite transition")
+        perm = self._rng.permutation(n)
+        n_hold = min(int(n * cfg.holdout_fraction), cfg.max_holdout)
+        if n - n_hold < 1:
+            n_hold = 0
+        hold_idx, train_idx = perm[:n_hold], perm[n_hold:]
+        if cfg.refit_normalizer:
+            self.input_normalizer.reset()
+            self.output_normalizer.reset()
+        self.input_normalizer.update(x_np[train_idx])
+        self.output_normalizer.update(y_np[train_idx])
+
+        def tensors(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            x = self.input_normalizer.normalize(torch.as_tensor(x_np[idx])).float()
+            y = self.output_normalizer.normalize(torch.as_tensor(y_np[idx])).float()
+            return x, y, torch.as_tensor(t_np[idx]).float()
+
+        x_tr, y_tr, t_tr = tensors(train_idx)
+        x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else (x_tr, y_tr, t_tr)
+        params = list(self.ensemble.parameters())
+        if self.termination is not None:
+            params += list(self.termination.parameters())
+        optimizer = torch.optim.Adam(params, lr=cfg.lr)
+        member_params = self._member_params()
+        best_state = {name: p.detach().clone() for name, p in member_params.items()}
+        best_mse, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
+        best_mse = torch.where(torch.isfinite(best_mse), best_mse, torch.full_like(best_mse, math.inf))
+        n_train = x_tr.shape[0]
+        e = cfg.ensemble_size
+        if cfg.bootstrap:
+            member_idx = self._rng.integers(0, n_train, size=(e, n_train))
+        else:
+            member_idx = np.tile(np.arange(n_train), (e, 1))
+        restored = False
+        epochs, since_improved, last_loss = 0, 0, math.nan
+        while epochs < cfg.max_epochs:
+            member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
+            losses = []
+            for start in range(0, n_train, cfg.batch_size):
+                batch = torch.as_tensor(member_idx[:, start : start + cfg.batch_size])
+                xb, yb = x_tr[batch], y_tr[batch]
+                loss = self.ensemble.loss(xb, yb)
+                if self.termination is not None:
+                    loss = loss + self.termination.loss(xb, t_tr[batch]).sum()
+                if not torch.isfinite(loss):
+                    restored = True
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss.detach()))
+            epochs += 1
+            mse, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
+            if restored or not bool(torch.isfinite(mse).all()):
+                restored = True
+                break
+            last_loss = float(np.mean(losses)) if losses else math.nan
+            improved = (best_mse - mse) / best_mse.abs().clamp_min(1e-12) > cfg.improvement_threshold
+            if bool(improved.any()):
+                since_improved = 0
+                for m in torch.nonzero(improved).flatten().tolist():
+                    best_mse[m] = mse[m]
+                    for name, p in member_params.items():
+                        best_state[name][m] = p.detach()[m]
+            else:
+                since_improved += 1
+                if since_improved >= cfg.patience:
+                    break
+        if restored:
+            # Non-finite loss or predictions: fall back to the weights of the last successful fit, say so.
+            self._load_weights(self._last_good)
+        else:
+            with torch.no_grad():
+                for name, p in member_params.items():
+                    p.copy_(best_state[name])
+        mse, nll, bce = self._holdout_scores(x_ho, y_ho, t_ho)
+        if not restored:
+            score = torch.where(torch.isfinite(mse), mse, torch.full_like(mse, math.inf))
+            self.ensemble.elite_idx.copy_(torch.argsort(score)[: cfg.num_elites])
+            self._last_good = self._weights()
+            self.fitted = True
+        elites = self.ensemble.elite_idx
+        metrics = {
+            "model/holdout_nll": float(nll[elites].mean()),
+            "model/holdout_mse": float(mse[elites].mean()),
+            "model/train_epochs": float(epochs),
+            "model/train_loss": last_loss,
+            "model/num_train": float(n_train),
+            "model/num_holdout": float(n_hold),
+            "model/restored_after_nan": float(restored),
+        }
+        if bce is not None:
+            metrics["model/holdout_termination_bce"] = float(bce[elites].mean())
+        return metrics
+
+    # --- prediction -------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def predict(
+        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+    ) -> ModelStep:
+        """Sample one step of the model for each of ``N`` (state, action) pairs, each from one random elite.
+
+        Args:
+            obs: ``[N, obs_dim]``.
+            actions: ``[N]`` integer actions (discrete) or ``[N, action_dim]``.
+            rng: Draws the elite for each sample and the Gaussian noise.
+            deterministic: Use the chosen elite's mean instead of sampling from its Gaussian.
+
+        Returns:
+            A :class:`ModelStep`.
+        """
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        n = obs64.shape[0]
+        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        mean, logvar = self.ensemble(x)
+        elites = self.ensemble.elite_idx
+        elite_mean, elite_logvar = mean[elites], logvar[elites]
+        disagreement = elite_mean.std(dim=0, unbiased=False).mean(dim=-1)
+        choice = torch.as_tensor(rng.integers(0, elites.numel(), size=n))
+        rows = torch.arange(n)
+        y = elite_mean[choice, rows].double()
+        if not deterministic:
+            noise = torch.as_tensor(rng.standard_normal(y.shape))
+            y = y + torch.exp(0.5 * elite_logvar[choice, rows].double()) * noise
+        y = self.output_normalizer.denormalize(y)
+        y_np = y.numpy()
+        terminated_prob = None
+        if self.termination is not None:
+            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))[elites]
+            terminated_prob = torch.sigmoid(logits[choice, rows]).double().numpy()
+        return ModelStep(
+            next_obs=obs64 + y_np[:, 1:],
+            reward=y_np[:, 0].copy(),
+            terminated_prob=terminated_prob,
+            disagreement=disagreement.double().numpy(),
+            finite=np.isfinite(y_np).all(axis=1),
+        )
+
+    # --- persistence ------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights (elites included), normalizer statistics and the model's generator state, as plain tensors/data."""
+        weights = self._weights()
+        return {
+            "ensemble": weights["ensemble"],
+            "termination": weights["termination"],
+            "input_normalizer": self.input_normalizer.state_dict(),
+            "output_normalizer": self.output_normalizer.state_dict(),
+            "last_good": self._last_good,
+            "rng": _generator_state(self._rng),
+            "fitted": self.fitted,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a snapshot made by :meth:`state_dict`."""
+        self._load_weights(state)
+        self.input_normalizer.load_state_dict(state["input_normalizer"])
+        self.output_normalizer.load_state_dict(state["output_normalizer"])
+        self._last_good = copy.deepcopy(dict(state["last_good"]))
+        self._rng.bit_generator.state = _generator_from_state(state["rng"])
+        self.fitted = bool(state["fitted"])
+
+
+def _generator_state(rng: np.random.Generator) -> dict[str, Any]:
+    """A numpy generator's state as a JSON string (its 128-bit integers would not survive as tensors)."""
+    return {"json": json.dumps(rng.bit_generator.state)}
+
+
+def _generator_from_state(saved: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(saved["json"]))

@@ -1,0 +1,20 @@
+"""The meta-level MDP over a model-based learning run, and the SB3 meta-agent that chooses its rollout length.
+
+Bhatia, Thomas & Zilberstein (2022), "Adaptive Rollout Length for Model-Based RL Using Model-Free Deep RL": choosing
+the Dyna rollout length K over a whole training run is itself a sequential decision problem. One meta-episode is one
+inner Dyna-DQN run under a fixed interaction budget; every ``phase_length`` env steps the meta-agent moves K UP, DOWN
+or leaves it (NOOP) and is rewarded with the change in the inner learner's return, so its return telescopes to the
+final return.
+
+The UP/DOWN/NOOP rule is :func:`meta.controllers.step_rollout_length`. Modules: :mod:`.features` (the
+normalized observation), :mod:`.inner` (the inner-learner protocol and factories), :mod:`.toy` (an analytic stand-in
+learner for tests), :mod:`.env` (``RolloutLengthEnv`` and the batched ``MetaVecEnv``), :mod:`.parallel` (process-pool
+and Ray vector envs), :mod:`.train` (meta-training with checkpoint/resume), :mod:`.learned` (``LearnedController``),
+:mod:`.evaluate` (the arms comparison), :mod:`.cli` and :mod:`.bench`.
+"""
+
+from __future__ import annotations
+
+from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
+
+__all__ = ["MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"]

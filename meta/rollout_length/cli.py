@@ -1,0 +1,159 @@
+"""``rolloutlab meta``: meta-train a rollout-length meta-agent, and compare it against every schedule.
+
+Heavy libraries (torch, SB3) are imported inside the commands so ``rolloutlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    help="Meta-level rollout-length control: the meta-MDP over a Dyna-DQN run and its SB3 meta-agent.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_DEFAULT_ARMS = "k0,k16,k32,dec,inc,incdec,mbpo_linear,uncertainty,random"
+
+
+@app.command()
+def train(
+    env: Annotated[str, typer.Option("--env", help="Inner env: MountainCar-v0 or Acrobot-v1.")] = "MountainCar-v0",
+    budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
+    phase: Annotated[int, typer.Option(help="Env steps between decisions (P).")] = 5_000,
+    episodes: Annotated[int, typer.Option(help="Meta-training episodes (inner runs).")] = 300,
+    runs_per_round: Annotated[int, typer.Option(help="Inner runs batched together (B).")] = 10,
+    workers: Annotated[int, typer.Option(help="Worker processes sharing each round's runs.")] = 1,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray address; workers become Ray actors.")] = None,
+    k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
+    algo: Annotated[str, typer.Option(help="Meta-agent: dqn or ppo.")] = "dqn",
+    inner: Annotated[str, typer.Option(help="Inner learner: dyna (BatchedDynaDQN) or toy (analytic stand-in).")] = (
+        "dyna"
+    ),
+    seed: Annotated[int, typer.Option(help="Seed of meta-training.")] = 0,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML preset for MetaTrainConfig (command-line options override it).")
+    ] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the meta-training run in this directory.")] = None,
+    out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
+) -> None:
+    """Meta-train (or resume with --resume RUN_DIR); writes meta_policy.pt for `learned:PATH`."""
+    from meta.rollout_length.train import MetaTrainConfig, MetaTrainer
+    from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
+    from rolloutlab.runs import make_run_dir
+
+    if resume is not None:
+        trainer = MetaTrainer.resume(resume)
+        run_dir = resume
+    else:
+        overrides: dict[str, Any] = {
+            "episodes": episodes,
+            "runs_per_round": runs_per_round,
+            "workers": workers,
+            "ray_address": ray,
+            "seed": seed,
+        }
+        try:
+            base = to_dict(load_yaml(MetaTrainConfig, config)) if config is not None else {}
+            env_part = {**base.get("env", {}), "env_id": env, "budget": budget, "phase_length": phase}
+            env_part.update(k_cap=k_cap, inner=inner)
+            agent_part = {**base.get("agent", {}), "algo": algo}
+            cfg = from_dict(MetaTrainConfig, {**base, **overrides, "env": env_part, "agent": agent_part})
+        except (ConfigError, ValueError) as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        run_dir = make_run_dir(f"meta-{env}", seed, out)
+        trainer = MetaTrainer(cfg, run_dir)
+    summary = trainer.train()
+    typer.echo(
+        f"meta-trained {summary['episodes_done']} episodes in {summary['wall_seconds']:.0f}s "
+        f"({summary['inner_steps_per_second'] or 0:.0f} inner env-steps/s); policy: {run_dir / 'meta_policy.pt'}"
+    )
+
+
+@app.command("eval")
+def evaluate(
+    env: Annotated[str, typer.Option("--env", help="Inner env: MountainCar-v0 or Acrobot-v1.")] = "MountainCar-v0",
+    runs: Annotated[int, typer.Option(help="Inner runs per arm (same seeds for every arm).")] = 30,
+    arms: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated arms: k0,k16,k32,dec,inc,incdec,mbpo_linear,uncertainty,random,dqn_zoo,learned:PATH."
+        ),
+    ] = _DEFAULT_ARMS,
+    budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
+    phase: Annotated[int, typer.Option(help="Env steps between decisions (P).")] = 5_000,
+    k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
+    physics: Annotated[str, typer.Option(help="test (the paper's perturbation) or nominal.")] = "test",
+    inner: Annotated[str, typer.Option(help="Inner learner: dyna or toy.")] = "dyna",
+    final_episodes: Annotated[int, typer.Option(help="Greedy episodes per run for the final score.")] = 10,
+    seed: Annotated[int, typer.Option(help="Inner seed shared by every arm.")] = 1,
+    out: Annotated[Path, typer.Option(help="Output directory (JSON, table, plots).")] = Path("runs/meta-eval"),
+) -> None:
+    """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
+    from envs.perturbed import NOMINAL_PHYSICS, TEST_PHYSICS
+    from meta.rollout_length.env import MetaEnvConfig
+    from meta.rollout_length.evaluate import compare, run_arms, run_dqn_zoo
+    from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    if physics not in ("test", "nominal"):
+        raise typer.BadParameter("choose test or nominal", param_hint="--physics")
+    try:
+        cfg = MetaEnvConfig(env_id=env, budget=budget, phase_length=phase, k_cap=k_cap, inner=inner)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    phys = (TEST_PHYSICS if physics == "test" else NOMINAL_PHYSICS)[env]
+    names = [a.strip() for a in arms.split(",") if a.strip()]
+    model_arms = [a for a in names if a != "dqn_zoo"]
+    results: dict[str, Any] = {}
+    if model_arms:
+        typer.echo(f"{env}: arms {', '.join(model_arms)} ({runs} runs each x {budget} steps, batched)")
+        try:
+            results.update(run_arms(model_arms, cfg, runs, seed, phys, final_episodes))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--arms") from exc
+    if "dqn_zoo" in names:
+        typer.echo(f"{env}: arm dqn_zoo ({runs} runs x {budget} steps)")
+        results["dqn_zoo"] = run_dqn_zoo(env, budget, runs, seed, phys, final_episodes)
+    report = {"env": env, "physics": phys, "budget": budget, "phase": phase, "k_cap": k_cap, "runs": runs}
+    report |= {"seed": seed, "arms": results, **compare(results)}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "eval.json", report)
+    lines = ["| arm | final return (mean ± s.e.) |", "|---|---|"]
+    lines += [f"| {name} | {r['mean']:.1f} ± {r['se']:.1f} |" for name, r in results.items()]
+    atomic_write_text(out / "table.md", "\n".join(lines) + "\n")
+    _plot_eval(results, out / "eval.png")
+    typer.echo("\n".join(lines))
+    typer.echo(f"wrote {out / 'eval.json'}, {out / 'table.md'}, {out / 'eval.png'}")
+
+
+def _plot_eval(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+    names = list(results)
+    ax1.bar(names, [results[n]["mean"] for n in names], yerr=[results[n]["se"] for n in names], capsize=3)
+    ax1.set_ylabel("final greedy return (mean ± s.e.)")
+    ax1.tick_params(axis="x", rotation=30)
+    for name in names:
+        schedules = results[name].get("k_schedules")
+        if not schedules:
+            continue
+        k = np.asarray(schedules, dtype=float)
+        phases = np.arange(1, k.shape[1] + 1)
+        ax2.plot(phases, k.mean(axis=0), marker=".", label=name)
+        ax2.fill_between(phases, k.mean(axis=0) - k.std(axis=0), k.mean(axis=0) + k.std(axis=0), alpha=0.15)
+    ax2.set_xlabel("phase (decision)")
+    ax2.set_ylabel("rollout length K (mean ± s.d.)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

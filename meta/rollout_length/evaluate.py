@@ -1,0 +1,262 @@
+"""The arms comparison: every rollout-length schedule, a random meta-policy, the learned meta-policy and a model-free
+DQN, each trained from scratch on the perturbed test environment with the same seeds and budget.
+
+Scoring follows Bhatia, Thomas & Zilberstein (2022, sec. 5): an arm is a rollout-length controller driving a fresh
+inner Dyna-DQN run on the *perturbed* env (MountainCar gravity 0.003; Acrobot g = 12, links x1.2 / x0.8, see
+:mod:`envs.perturbed`); its score is the final greedy return of that run. Run ``i`` of every arm uses the same inner
+seed (network initialization, env resets, exploration streams), so arms can be compared pairwise over seeds.
+
+Arms: ``k0``, ``k16``, ``k32`` (fixed K), ``dec``, ``inc``, ``incdec`` (linear in the budget used, K_max = k_cap),
+``mbpo_linear`` (MBPO's truncated-linear epoch schedule ``[0, H // 2, 1, k_cap]``, H decisions), ``uncertainty``
+(MACURA-style per-step truncation at the 95th percentile of first-step disagreement, up to k_cap), ``random`` (a
+meta-policy choosing UP / DOWN / NOOP uniformly: the sanity floor), ``learned:PATH`` / ``meta`` (a trained
+meta-policy), ``dqn_zoo`` (SB3 DQN with rl-zoo hyperparameters, no model).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.perturbed import TEST_PHYSICS, env_factory, make_perturbed
+from meta.controllers import (
+    BudgetLinear,
+    Controller,
+    Feedback,
+    Fixed,
+    RolloutLengthController,
+    StepAction,
+    TruncatedLinear,
+    UncertaintyTruncation,
+    step_rollout_length,
+)
+from meta.rollout_length.env import MetaEnvConfig
+from meta.rollout_length.inner import InnerFactory
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+
+#: Arms whose best mean defines "the best heuristic" (everything except meta, random and dqn_zoo).
+HEURISTIC_ARMS: tuple[str, ...] = ("k0", "k16", "k32", "dec", "inc", "incdec", "mbpo_linear", "uncertainty")
+#: The default comparison without a learned policy.
+DEFAULT_ARMS: tuple[str, ...] = (*HEURISTIC_ARMS, "random", "dqn_zoo")
+
+
+class RandomMetaPolicy(RolloutLengthController):
+    """UP / DOWN / NOOP uniformly at random at each decision, through the meta-MDP's step rule (the sanity floor).
+
+    Args:
+        k_init: Rollout length before the first decision.
+        k_cap: Largest rollout length.
+        seed: Seed of the controller's own generator.
+    """
+
+    def __init__(self, k_init: int, k_cap: int, seed: int) -> None:
+        self.k_init, self.k_cap, self.seed = int(k_init), int(k_cap), int(seed)
+        self.k = self.k_init
+        self.draws = 0
+
+    def reset(self) -> None:
+        self.k, self.draws = self.k_init, 0
+
+    def decide(self, feedback: Feedback) -> int:
+        # A fresh generator keyed by (seed, draw index) makes the state two ints, trivially saved and restored.
+        action = StepAction(int(np.random.default_rng([self.seed, self.draws]).integers(len(StepAction))))
+        self.draws += 1
+        self.k = step_rollout_length(self.k, action, self.k_cap)
+        return self.k
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "draws": self.draws}
+
+
+def arm_controller(arm: str, config: MetaEnvConfig, seed: int) -> Controller:
+    """The controller behind an arm name (see the module docstring); ``seed`` only matters for ``random``."""
+    cap, horizon = config.k_cap, config.horizon
+    if arm in ("k0", "k16", "k32"):
+        return Fixed(min(int(arm[1:]), cap))
+    if arm in BudgetLinear.KINDS:
+        return BudgetLinear(arm, cap)
+    if arm == "mbpo_linear":
+        return TruncatedLinear(0, max(1, horizon // 2), 1, cap)
+    if arm == "uncertainty":
+        return UncertaintyTruncation(95.0, cap)
+    if arm == "random":
+        return RandomMetaPolicy(config.k_init, cap, seed)
+    if arm.startswith("learned:"):
+        from meta.rollout_length.learned import LearnedController
+
+        return LearnedController(arm.partition(":")[2])
+    raise ValueError(f"unknown arm {arm!r}; known: {', '.join(DEFAULT_ARMS)}, learned:PATH")
+
+
+def arm_key(arm: str) -> str:
+    """The result-file key of an arm: ``learned:PATH`` is reported as ``meta``."""
+    return "meta" if arm.startswith("learned:") else arm
+
+
+def mean_se(values: Sequence[float]) -> dict[str, float]:
+    """Mean and standard error (sample s.d. / sqrt(n); 0 for one value)."""
+    x = np.asarray(values, dtype=np.float64)
+    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else 0.0
+    return {"mean": float(x.mean()), "se": se}
+
+
+def run_arms(
+    arms: Sequence[str],
+    config: MetaEnvConfig,
+    runs: int,
+    seed: int,
+    physics: Mapping[str, float] | None = None,
+    final_episodes: int = 10,
+    inner_factory: InnerFactory | None = None,
+    checkpoint: str | Path | None = None,
+    on_phase: Callable[[int], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Train ``runs`` inner learners under each arm's controller and score their final greedy policies.
+
+    All arms' runs advance together in *one* batched inner learner (``len(arms) * runs`` runs), so the DQN updates of
+    every run cost one batched forward/backward. Run ``i`` of every arm gets the same inner seed
+    (``seed * 10_000 + i``): the same network initialization, env resets and exploration stream.
+
+    Args:
+        arms: Arm names (see module docstring), not ``dqn_zoo`` (see :func:`run_dqn_zoo`).
+        config: Budget, phase length, K cap and inner-learner settings (``randomize_physics`` is ignored).
+        runs: Independent inner runs per arm.
+        seed: Inner seed shared by every arm.
+        physics: Env physics; default the paper's test perturbation.
+        final_episodes: Greedy episodes per run for the final score.
+        inner_factory: Inner-learner override (tests); default from ``config``.
+        checkpoint: If given, the whole state is saved there after every phase, and a matching file is resumed from.
+        on_phase: Progress hook called with the finished phase index.
+
+    Returns:
+        ``{arm_key: {"mean", "se", "finals": [per run], "k_schedules": [[K per phase] per run], "seconds"}}``.
+    """
+    started = time.perf_counter()
+    arms = list(arms)
+    physics = dict(TEST_PHYSICS[config.env_id] if physics is None else physics)
+    controllers = [arm_controller(arm, config, seed * 1_000 + i) for arm in arms for i in range(runs)]
+    total = len(controllers)
+    run_seeds = [seed * 10_000 + i for _ in arms for i in range(runs)]
+    factory = inner_factory or config.inner_factory()
+    learner: Any = factory([env_factory(config.env_id, physics) for _ in range(total)], seed, run_seeds)
+    feedback: list[dict[str, float]] = [{} for _ in range(total)]
+    ks = [config.k_init] * total
+    schedules: list[list[int]] = [[] for _ in range(total)]
+    first_phase, seconds_before = 0, 0.0
+    identity = {"arms": arms, "runs": runs, "seed": seed, "physics": physics, "budget": config.budget}
+    if checkpoint is not None and Path(checkpoint).exists():
+        saved = load_checkpoint(checkpoint, kind="meta-arms")
+        if saved["config"] == identity:
+            state = saved["state"]
+            learner.load_state_dict(state["learner"])
+            for controller, c_state in zip(controllers, state["controllers"], strict=True):
+                controller.load_state_dict(c_state)
+            feedback, ks, schedules = state["feedback"], state["ks"], state["schedules"]
+            first_phase, seconds_before = int(state["phase"]), float(state["seconds"])
+    truncators = [c if isinstance(c, UncertaintyTruncation) else None for c in controllers]
+    truncating = any(t is not None for t in truncators)
+    for t in range(first_phase, config.horizon):
+        context = {"epoch": t, "budget_fraction": t * config.phase_length / config.budget}
+        ks = [
+            int(c.decide({**fb, **context, "current_length": k}))
+            for c, fb, k in zip(controllers, feedback, ks, strict=True)
+        ]
+        for schedule, k in zip(schedules, ks, strict=True):
+            schedule.append(k)
+        feedback = learner.run_phase(ks, truncators=truncators) if truncating else learner.run_phase(ks)
+        if checkpoint is not None:
+            state = {
+                "phase": t + 1,
+                "learner": learner.state_dict(),
+                "controllers": [c.state_dict() for c in controllers],
+                "feedback": feedback,
+                "ks": ks,
+                "schedules": schedules,
+                "seconds": seconds_before + time.perf_counter() - started,
+            }
+            save_checkpoint(checkpoint, state, kind="meta-arms", config=identity)
+        if on_phase is not None:
+            on_phase(t)
+    finals = [float(x) for x in learner.evaluate(final_episodes)]
+    seconds = seconds_before + time.perf_counter() - started
+    results = {}
+    for a, arm in enumerate(arms):
+        part = slice(a * runs, (a + 1) * runs)
+        results[arm_key(arm)] = {
+            **mean_se(finals[part]),
+            "finals": finals[part],
+            "k_schedules": schedules[part],
+            "seconds": seconds,
+        }
+    return results
+
+
+def run_arm(arm: str, config: MetaEnvConfig, runs: int, seed: int, **kwargs: Any) -> dict[str, Any]:
+    """One arm alone (see :func:`run_arms` for the arguments and the result)."""
+    return run_arms([arm], config, runs, seed, **kwargs)[arm_key(arm)]
+
+
+def run_dqn_zoo(
+    env_id: str,
+    budget: int,
+    runs: int,
+    seed: int,
+    physics: Mapping[str, float] | None = None,
+    final_episodes: int = 10,
+) -> dict[str, Any]:
+    """SB3 DQN with rl-zoo's hyperparameters, ``budget`` env steps per run on the (perturbed) env, no model.
+
+    Returns:
+        ``{"mean", "se", "finals": [per run], "seconds"}``; run i is seeded ``seed * 10_000 + i``.
+    """
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    from mbrl.algorithms.dyna import ZOO_DQN
+    from mbrl.termination import base_name
+
+    started = time.perf_counter()
+    physics = dict(TEST_PHYSICS[env_id] if physics is None else physics)
+    hyper = dict(ZOO_DQN[base_name(env_id)])
+    net_arch = hyper.pop("net_arch")
+    finals = []
+    for i in range(runs):
+        run_seed = seed * 10_000 + i
+        model = DQN(
+            "MlpPolicy",
+            make_perturbed(env_id, physics),
+            policy_kwargs={"net_arch": net_arch},
+            seed=run_seed,
+            device="cpu",
+            **hyper,
+        )
+        model.learn(budget)
+        eval_env = Monitor(make_perturbed(env_id, physics))
+        eval_env.reset(seed=run_seed * 1_000 + 7)
+        returns, _ = evaluate_policy(
+            model, eval_env, n_eval_episodes=final_episodes, deterministic=True, return_episode_rewards=True
+        )
+        finals.append(float(np.mean(returns)))
+    return {**mean_se(finals), "finals": finals, "seconds": time.perf_counter() - started}
+
+
+def compare(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Paired comparison of ``meta`` against the best heuristic arm (by mean) and against every heuristic.
+
+    Returns:
+        ``{"best_heuristic", "meta_minus_best_heuristic": {"mean", "se"}, "meta_minus": {arm: {"mean", "se"}}}``;
+        empty if there is no ``meta`` arm or no heuristic arm.
+    """
+    heuristics = {name: r for name, r in arms.items() if name in HEURISTIC_ARMS}
+    if "meta" not in arms or not heuristics:
+        return {}
+    meta = np.asarray(arms["meta"]["finals"])
+    diffs = {name: mean_se(meta - np.asarray(r["finals"])) for name, r in heuristics.items()}
+    best = max(heuristics, key=lambda name: heuristics[name]["mean"])
+    return {"best_heuristic": best, "meta_minus_best_heuristic": diffs[best], "meta_minus": diffs}

@@ -1,0 +1,104 @@
+"""What the meta-MDP needs from an inner learner, and the factory that builds the real one (batched Dyna-DQN).
+
+The inner learner is B independent model-based runs advanced together (``mbrl.algorithms.dyna.BatchedDynaDQN``, the
+shared contract with the mbrl pillar). The meta-env only needs :class:`InnerLearner`'s three methods, so tests and the
+toy benchmark substitute :class:`meta.rollout_length.toy.ToyInnerLearner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+EnvFn = Callable[[], gym.Env]
+
+#: Feedback keys every inner learner's ``run_phase`` returns (per run).
+FEEDBACK_KEYS: tuple[str, ...] = (
+    "mean_return",
+    "model_return_error",
+    "model_length_error",
+    "model_holdout_loss",
+    "disagreement_mean",
+    "env_steps",
+    "budget_fraction",
+)
+
+
+class InnerLearner(Protocol):
+    """B inner runs advanced together, one phase per meta-decision."""
+
+    def run_phase(self, ks: Sequence[int]) -> list[dict[str, float]]:
+        """Advance every run by one phase of real interaction, then a Dyna burst with rollout length ``ks[i]``.
+
+        Returns:
+            One feedback dict per run with at least the keys in :data:`FEEDBACK_KEYS`.
+        """
+        ...
+
+    def evaluate(self, episodes: int, env_fns: Sequence[EnvFn] | None = None) -> np.ndarray:
+        """Greedy return of each run's current policy, averaged over ``episodes`` episodes; shape ``[B]``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data snapshot (tensors, numbers, strings) for exact resumption."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` snapshot."""
+        ...
+
+
+class InnerFactory(Protocol):
+    """``factory(env_fns, seed, run_seeds=None) -> InnerLearner`` with one env factory per run.
+
+    ``run_seeds`` (one per run) overrides the default per-run seeds derived from ``seed``, so that run i of several
+    batched arms can share a seed.
+    """
+
+    def __call__(self, env_fns: Sequence[EnvFn], seed: int, run_seeds: Sequence[int] | None = None) -> InnerLearner: ...
+
+
+@dataclass(frozen=True)
+class DynaFactory:
+    """Picklable factory for ``mbrl.algorithms.dyna.BatchedDynaDQN`` (so worker processes can build it).
+
+    The inner config starts from ``DynaConfig.for_env(env_id)`` (rl-zoo's DQN hyperparameters for the env family),
+    then sets the meta-MDP's budget, phase length and K cap, then applies ``overrides``.
+
+    Attributes:
+        env_id: Base environment id (``"MountainCar-v0"`` / ``"Acrobot-v1"``), for the hyperparameter family.
+        phase_length: Real env steps between decisions (P).
+        k_cap: Largest rollout length.
+        budget: Real env steps per inner run.
+        overrides: Extra ``DynaConfig`` fields (plain data; the nested ``model`` config as a mapping, merged).
+    """
+
+    env_id: str
+    phase_length: int
+    k_cap: int
+    budget: int
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def config(self) -> Any:
+        """The resolved ``DynaConfig``."""
+        from mbrl.algorithms.dyna import DynaConfig
+        from rolloutlab.config import from_dict, to_dict
+
+        data = to_dict(DynaConfig.for_env(self.env_id))
+        data.update(budget=self.budget, phase_length=self.phase_length, k_cap=self.k_cap)
+        for key, value in self.overrides.items():
+            if key == "model" and isinstance(value, Mapping):
+                data["model"] = {**data["model"], **value}
+            else:
+                data[key] = value
+        return from_dict(DynaConfig, data)
+
+    def __call__(self, env_fns: Sequence[EnvFn], seed: int, run_seeds: Sequence[int] | None = None) -> InnerLearner:
+        from mbrl.algorithms.dyna import BatchedDynaDQN
+
+        learner: InnerLearner = BatchedDynaDQN(list(env_fns), self.config(), seed, run_seeds=run_seeds)
+        return learner

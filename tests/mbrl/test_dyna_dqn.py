@@ -1,0 +1,287 @@
+"""Dyna-DQN batched over runs: smoke run, run independence, batched-vs-single, resume, batched Adam and clipping."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_norm_per_run
+from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
+from mbrl.models import ModelConfig
+from meta.controllers import UncertaintyTruncation
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+
+FEEDBACK_KEYS = {
+    "mean_return",
+    "model_return_error",
+    "model_length_error",
+    "model_holdout_loss",
+    "disagreement_mean",
+    "env_steps",
+    "budget_fraction",
+}
+
+
+def _tiny_cfg(**overrides: object) -> DynaConfig:
+    values: dict[str, object] = {
+        "budget": 600,
+        "phase_length": 300,
+        "learning_starts": 100,
+        "buffer_size": 1000,
+        "net_arch": [32, 32],
+        "num_model_rollouts": 40,
+        "planning_updates": 20,
+        "eval_episodes": 1,
+        "model": ModelConfig(ensemble_size=3, num_elites=2, hidden_size=16, num_layers=2, max_epochs=3),
+    }
+    values.update(overrides)
+    return DynaConfig.for_env("MountainCar-v0", **values)
+
+
+def _envs(n: int) -> list:
+    return [lambda: gym.make("MountainCar-v0")] * n
+
+
+def _q_run(algo: BatchedDynaDQN, run: int) -> list[torch.Tensor]:
+    return [p.detach()[run].clone() for p in algo.q.parameters()]
+
+
+def test_smoke_two_phases_and_feedback() -> None:
+    algo = BatchedDynaDQN(_envs(2), _tiny_cfg(), seed=0)
+    first = algo.run_phase([0, 4])
+    assert len(first) == 2 and all(set(fb) >= FEEDBACK_KEYS for fb in first)
+    assert first[0]["budget_fraction"] == pytest.approx(0.5) and algo.steps_done == 300
+    assert first[0]["model_transitions"] == 0 and first[1]["model_transitions"] > 0
+    assert all(math.isfinite(first[1][key]) for key in FEEDBACK_KEYS)
+    assert -200.0 <= first[1]["mean_return"] <= 0.0
+    assert algo.num_model_updates == 20
+    algo.run_phase([2, 2])
+    assert algo.done and algo.steps_done == algo.budget == 600
+    with pytest.raises(RuntimeError, match="budget"):
+        algo.run_phase([0, 0])
+    returns = algo.evaluate(1)
+    assert returns.shape == (2,) and np.all(returns >= -200)
+
+
+def test_k0_run_is_untouched_by_another_runs_burst() -> None:
+    plain = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=1)
+    mixed = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=1)
+    plain.run_phase([0, 0])
+    mixed.run_phase([0, 5])
+    for a, b in zip(_q_run(plain, 0), _q_run(mixed, 0), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert any(not torch.equal(a, b) for a, b in zip(_q_run(plain, 1), _q_run(mixed, 1), strict=True))
+
+
+def test_batched_runs_match_single_runs() -> None:
+    cfg = _tiny_cfg(budget=300)
+    batched = BatchedDynaDQN(_envs(2), cfg, seed=0, run_seeds=[11, 12])
+    single = BatchedDynaDQN(_envs(1), cfg, seed=0, run_seeds=[12])
+    fb_batched = batched.run_phase([3, 3])
+    fb_single = single.run_phase([3])
+    for a, b in zip(_q_run(batched, 1), _q_run(single, 0), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert fb_batched[1]["mean_return"] == fb_single[0]["mean_return"]
+    assert fb_batched[1]["model_transitions"] == fb_single[0]["model_transitions"]
+
+
+def test_state_dict_round_trip_resumes_exactly(tmp_path: Path) -> None:
+    cfg = _tiny_cfg()
+    original = BatchedDynaDQN(_envs(2), cfg, seed=3)
+    original.run_phase([2, 0])
+    save_checkpoint(tmp_path / "dyna.pt", original.state_dict(), kind="dyna")
+    resumed = BatchedDynaDQN(_envs(2), cfg, seed=3)
+    resumed.load_state_dict(load_checkpoint(tmp_path / "dyna.pt", kind="dyna")["state"])
+    a, b = original.run_phase([2, 0]), resumed.run_phase([2, 0])
+    for fa, fb in zip(a, b, strict=True):
+        for timing in ("seconds", "rollout_seconds"):
+            fa.pop(timing, None), fb.pop(timing, None)
+        assert fa.keys() == fb.keys()
+        for key in fa:
+            assert fa[key] == fb[key] or (math.isnan(fa[key]) and math.isnan(fb[key])), key
+    for pa, pb in zip(original.q.parameters(), resumed.q.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=0, atol=0)
+
+
+def test_uncertainty_truncation_cuts_rollouts() -> None:
+    algo = BatchedDynaDQN(_envs(1), _tiny_cfg(budget=300), seed=0)
+    truncator = UncertaintyTruncation(50, k_max=8)
+    fb = algo.run_phase([truncator.decide({})], truncators=[truncator])[0]
+    assert truncator.threshold is not None
+    assert fb["rollout_uncertainty_cut"] >= 20  # half of the 40 rollouts are over the median at step 0
+    assert 0 < fb["model_transitions"] < 40 * 8
+
+
+def test_batched_adam_matches_torch_adam_and_respects_mask() -> None:
+    p = torch.randn(3, 4, 5)
+    ours = p.clone()
+    refs = [p[i].clone().requires_grad_(True) for i in range(3)]
+    optimizer = BatchedAdam([ours], lr=1e-2)
+    torch_opts = [torch.optim.Adam([r], lr=1e-2) for r in refs]
+    masks = [None, torch.tensor([True, False, True]), None, torch.tensor([False, True, True])]
+    for mask in masks * 3:
+        grad = torch.randn(3, 4, 5)
+        ours.grad = grad.clone()
+        optimizer.step(mask)
+        for i, (ref, opt) in enumerate(zip(refs, torch_opts, strict=True)):
+            if mask is None or bool(mask[i]):
+                ref.grad = grad[i].clone()
+                opt.step()
+    for i, ref in enumerate(refs):
+        torch.testing.assert_close(ours[i], ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_clip_grad_norm_per_run_matches_torch() -> None:
+    net = BatchedQNetwork(2, 3, 2, [8], seeds=[0, 1])
+    net(torch.randn(2, 5, 3)).pow(2).sum().mul(100).backward()
+    grads = [p.grad.clone() for p in net.parameters()]  # type: ignore[union-attr]
+    clip_grad_norm_per_run(list(net.parameters()), 1.0)
+    for run in range(2):
+        ref = [torch.nn.Parameter(torch.zeros_like(g[run])) for g in grads]
+        for r, g in zip(ref, grads, strict=True):
+            r.grad = g[run].clone()
+        torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        for r, p in zip(ref, net.parameters(), strict=True):
+            torch.testing.assert_close(p.grad[run], r.grad)  # type: ignore[index]
+
+
+def test_forward_run_matches_batched_forward() -> None:
+    net = BatchedQNetwork(3, 4, 2, [16, 16], seeds=[5, 6, 7])
+    obs = torch.randn(3, 9, 4)
+    q = net(obs)
+    for run in range(3):
+        torch.testing.assert_close(net.forward_run(run, obs[run]), q[run])
+    # Run 1's initialization depends on its own seed only.
+    alone = BatchedQNetwork(1, 4, 2, [16, 16], seeds=[6])
+    torch.testing.assert_close(alone(obs[1:2])[0], q[1])
+
+
+def test_zoo_config_and_errors() -> None:
+    cfg = DynaConfig.for_env("MountainCar-v0")
+    assert (cfg.learning_rate, cfg.gamma, cfg.train_freq, cfg.gradient_steps) == (4e-3, 0.98, 16, 8)
+    assert DynaConfig.for_env("Acrobot-v1").target_update_interval == 250
+    with pytest.raises(ValueError, match="rl-zoo"):
+        DynaConfig.for_env("Pendulum-v1")
+    with pytest.raises(TypeError, match="Discrete"):
+        BatchedDynaDQN([lambda: gym.make("Pendulum-v1")], _tiny_cfg(), seed=0)
+
+
+TINY_RUN_YAML = """
+phase_length: 200
+learning_starts: 100
+buffer_size: 1000
+net_arch: [32, 32]
+num_model_rollouts: 40
+planning_updates: 20
+eval_episodes: 1
+model: {ensemble_size: 3, num_elites: 2, hidden_size: 16, num_layers: 2, max_epochs: 3}
+"""
+
+
+def test_cli_run_killed_with_sigkill_resumes_to_the_same_result(tmp_path: Path) -> None:
+    """`rolloutlab mbrl train --algo dyna`, SIGKILLed after its first checkpoint and resumed, ends as an uninterrupted
+    run does (exercises BatchedDynaDQN.state_dict through the CLI's whole-run checkpoint)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY_RUN_YAML)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def command(out: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "rolloutlab.cli",
+            "mbrl",
+            "train",
+            "--algo",
+            "dyna",
+            "--env",
+            "MountainCar-v0",
+            "--steps",
+            "800",
+            "--controller",
+            "fixed:3",
+            "--seed",
+            "4",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+        ]
+
+    subprocess.run(command(tmp_path / "reference"), env=env, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(command(tmp_path / "killed"), env=env, stdout=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "killed").glob("*/checkpoint.pt")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (run_dir,) = (tmp_path / "killed").glob("*")
+    assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "result.json").exists()
+    resume = [sys.executable, "-m", "rolloutlab.cli", "mbrl", "train", "--algo", "dyna", "--resume", str(run_dir)]
+    subprocess.run(resume, env=env, check=True, stdout=subprocess.DEVNULL)
+    (reference_dir,) = (tmp_path / "reference").glob("*")
+    expected = json.loads((reference_dir / "result.json").read_text())["eval"]
+    assert json.loads((run_dir / "result.json").read_text())["eval"] == expected
+
+
+def test_dqn_update_matches_sb3_dqn_train_step() -> None:
+    """One real-data update equals SB3 DQN's ``train`` step from the same weights and minibatch (dyna_k0 == DQN)."""
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.type_aliases import ReplayBufferSamples
+
+    cfg = DynaConfig.for_env("Acrobot-v1", net_arch=[32, 32], max_grad_norm=0.5)
+    algo = BatchedDynaDQN([lambda: gym.make("Acrobot-v1")], cfg, seed=0)
+    sb3 = DQN(
+        "MlpPolicy",
+        gym.make("Acrobot-v1"),
+        learning_rate=cfg.learning_rate,
+        gamma=cfg.gamma,
+        max_grad_norm=0.5,
+        policy_kwargs={"net_arch": [32, 32]},
+        seed=0,
+        device="cpu",
+    )
+    linears = [m for m in sb3.q_net.q_net if isinstance(m, torch.nn.Linear)]
+    target_linears = [m for m in sb3.q_net_target.q_net if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for ours, theirs in zip(algo.q.linears(), linears, strict=True):
+            ours.weight[0].copy_(theirs.weight.T)
+            ours.bias[0, 0].copy_(theirs.bias)
+        for ours, theirs in zip(algo.q_target.linears(), target_linears, strict=True):
+            ours.weight[0].copy_(theirs.weight.T)
+            ours.bias[0, 0].copy_(theirs.bias)
+    rng = np.random.default_rng(0)
+    n = 64
+    obs = rng.normal(size=(n, 6)).astype(np.float32)
+    next_obs = rng.normal(size=(n, 6)).astype(np.float32)
+    actions = rng.integers(0, 3, size=n)
+    rewards = -np.ones(n, np.float32)
+    dones = (rng.random(n) < 0.2).astype(np.float32)
+    samples = ReplayBufferSamples(
+        observations=torch.as_tensor(obs),
+        actions=torch.as_tensor(actions).reshape(-1, 1),
+        next_observations=torch.as_tensor(next_obs),
+        dones=torch.as_tensor(dones).reshape(-1, 1),
+        rewards=torch.as_tensor(rewards).reshape(-1, 1),
+    )
+    sb3.set_logger(configure(None, []))
+    sb3.replay_buffer.sample = lambda *args, **kwargs: samples  # type: ignore[method-assign]
+    for _ in range(3):
+        sb3.train(gradient_steps=1, batch_size=n)
+        algo._dqn_update(obs[None], actions[None], rewards[None], next_obs[None], dones[None])
+    for ours, theirs in zip(algo.q.linears(), linears, strict=True):
+        torch.testing.assert_close(ours.weight[0], theirs.weight.T, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ours.bias[0, 0], theirs.bias, rtol=1e-5, atol=1e-6)

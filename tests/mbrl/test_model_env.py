@@ -1,0 +1,109 @@
+"""Imagined rollouts: per-sample termination, horizon cuts as truncation, NaN handling, disagreement records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from mbrl.model_env import ModelEnv
+from mbrl.models import DynamicsModel, ModelConfig
+from meta.controllers import UncertaintyTruncation
+
+
+@dataclass
+class _Step:
+    next_obs: np.ndarray
+    reward: np.ndarray
+    terminated_prob: np.ndarray | None
+    disagreement: np.ndarray
+
+
+class _CountingModel:
+    """Deterministic stand-in: x' = x + a, reward = x', disagreement = |x'| (grows along the rollout)."""
+
+    def __init__(self, nan_at: float | None = None, prob: bool = False) -> None:
+        self.nan_at = nan_at
+        self.prob = prob
+
+    def predict(self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> _Step:
+        nxt = obs + actions.reshape(-1, 1)
+        if self.nan_at is not None:
+            nxt[nxt[:, 0] >= self.nan_at] = np.nan
+        prob = (nxt[:, 0] >= 3).astype(float) if self.prob else None
+        return _Step(nxt, nxt[:, 0].copy(), prob, np.abs(nxt[:, 0]))
+
+
+def _stop_at(limit: float):  # terminate when x' >= limit
+    return lambda o, a, n: n[:, 0] >= limit
+
+
+def _policy(obs: np.ndarray) -> np.ndarray:
+    return np.ones((obs.shape[0], 1), np.float32)
+
+
+def test_per_sample_termination_and_truncation() -> None:
+    env = ModelEnv(_CountingModel(), _stop_at(3.0), obs_dim=1, action_shape=(1,))
+    start = np.array([[0.0], [1.0], [2.5]], np.float32)
+    res = env.rollout(start, _policy, horizon=4, rng=np.random.default_rng(0))
+    t = res.transitions
+    # sample 0: x' = 1, 2, 3 (terminates at step 3); sample 1: 2, 3 (terminates at step 2); sample 2: 3.5 (step 1).
+    assert len(t) == 6
+    np.testing.assert_allclose(sorted(t.next_obs[t.terminated, 0]), [3.0, 3.0, 3.5])
+    assert not t.truncated.any()  # everyone terminated before the horizon
+    assert res.alive_by_step == [3, 2, 1]
+    assert res.num_terminated == 3
+
+
+def test_horizon_cut_is_truncated_never_terminated() -> None:
+    env = ModelEnv(_CountingModel(), None, obs_dim=1, action_shape=(1,))
+    res = env.rollout(np.zeros((5, 1), np.float32), _policy, horizon=3, rng=np.random.default_rng(0))
+    t = res.transitions
+    assert len(t) == 15 and not t.terminated.any()
+    np.testing.assert_array_equal(t.truncated, np.repeat([False, False, True], 5))
+    assert len(res.disagreement_by_step) == 3
+    np.testing.assert_allclose(res.disagreement_by_step, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(res.first_step_disagreement, np.ones(5))
+    assert len(env.rollout(np.zeros((2, 1)), _policy, horizon=0, rng=np.random.default_rng(0)).transitions) == 0
+
+
+def test_learned_termination_used_without_known_function() -> None:
+    env = ModelEnv(_CountingModel(prob=True), None, obs_dim=1, action_shape=(1,))
+    res = env.rollout(np.zeros((2, 1), np.float32), _policy, horizon=5, rng=np.random.default_rng(0))
+    assert res.transitions.terminated.sum() == 2 and len(res.transitions) == 6
+
+
+def test_nonfinite_predictions_are_dropped_and_counted() -> None:
+    env = ModelEnv(_CountingModel(nan_at=2.0), None, obs_dim=1, action_shape=(1,))
+    res = env.rollout(np.array([[0.0], [5.0]], np.float32), _policy, horizon=3, rng=np.random.default_rng(0))
+    assert np.isfinite(res.transitions.next_obs).all()
+    assert res.num_nonfinite == 2  # sample 1 at step 0, sample 0 at step 1
+    assert len(res.transitions) == 1
+
+
+def test_uncertainty_threshold_and_controller_keep() -> None:
+    env = ModelEnv(_CountingModel(), None, obs_dim=1, action_shape=(1,))
+    res = env.rollout(np.zeros((4, 1), np.float32), _policy, 5, np.random.default_rng(0), disagreement_threshold=2.5)
+    assert len(res.transitions) == 8 and res.num_uncertainty_cut == 4  # steps with disagreement 1, 2 kept
+    # MACURA-style: threshold = 50th percentile of first-step disagreement over starts 0..3 -> |1..4| -> 2.5
+    controller = UncertaintyTruncation(50, k_max=5)
+    start = np.arange(4, dtype=np.float32)[:, None]
+    res = env.rollout(start, _policy, controller.decide({}), np.random.default_rng(0), keep_fn=controller.keep)
+    assert controller.threshold == pytest.approx(2.5)
+    assert res.num_uncertainty_cut == 4 and len(res.transitions) == 3  # 1, 2 at step 0; 2 at step 1
+
+
+def test_rollout_with_a_trained_dynamics_model() -> None:
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, size=(400, 2))
+    act = rng.uniform(-1, 1, size=(400, 1))
+    nxt = obs + 0.1 * act
+    cfg = ModelConfig(ensemble_size=3, num_elites=2, hidden_size=16, num_layers=2, max_epochs=5)
+    model = DynamicsModel(2, 1, False, cfg, seed=0)
+    model.fit(obs, act, -np.abs(nxt[:, 0]), nxt, np.zeros(400, bool))
+    env = ModelEnv(model, lambda o, a, n: np.abs(n[:, 0]) > 5.0, obs_dim=2, action_shape=(1,))
+    res = env.rollout(obs[:50].astype(np.float32), lambda o: np.zeros((len(o), 1), np.float32), 3, rng)
+    assert len(res.transitions) == 150 and res.transitions.obs.dtype == np.float32
+    assert len(res.disagreement_by_step) == 3 and all(d >= 0 for d in res.disagreement_by_step)
+    assert res.transitions.truncated.sum() == 50

@@ -1,0 +1,177 @@
+"""Unit tests of the world model: NLL by hand, log-variance bounds, elites, vectorization, bootstrap, persistence."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mbrl.models import DynamicsModel, GaussianEnsemble, ModelConfig, Normalizer, gaussian_nll
+from mbrl.models.gaussian_ensemble import LOGVAR_BOUND_PENALTY, MAX_LOGVAR_INIT, MIN_LOGVAR_INIT
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+
+SMALL = ModelConfig(ensemble_size=4, num_elites=2, hidden_size=32, num_layers=2, max_epochs=15, batch_size=64)
+
+
+def _linear_data(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """A 2-d linear system with 3 discrete actions; reward = -|s|^2; terminal when s0 > 1.5."""
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, 2))
+    actions = rng.integers(0, 3, size=n)
+    push = np.array([-0.1, 0.0, 0.1])[actions]
+    next_obs = obs + np.stack([0.1 * obs[:, 1], push], axis=1)
+    rewards = -(obs**2).sum(axis=1)
+    terminated = next_obs[:, 0] > 1.5
+    return obs, actions, rewards, next_obs, terminated
+
+
+def test_gaussian_nll_matches_hand_computation() -> None:
+    mean = torch.tensor([[[0.0, 1.0], [2.0, -1.0]]])
+    logvar = torch.tensor([[[0.0, math.log(4.0)], [math.log(0.25), 0.0]]])
+    target = torch.tensor([[[1.0, 1.0], [1.0, 1.0]]])
+    # Entries: (x-mu)^2/var + log var + log 2pi, halved: [1 + 0, 0 + log 4], [1/0.25 + log 0.25, 4 + 0].
+    by_hand = 0.5 * (1.0 + (math.log(4.0)) + (4.0 + math.log(0.25)) + 4.0 + 4 * math.log(2 * math.pi)) / 4
+    assert gaussian_nll(mean, logvar, target).item() == pytest.approx(by_hand, rel=1e-6)
+    # Against torch's own Gaussian NLL (which omits the log 2pi constant).
+    torch_nll = F.gaussian_nll_loss(mean, target, logvar.exp(), full=True, reduction="mean")
+    assert gaussian_nll(mean, logvar, target).item() == pytest.approx(torch_nll.item(), rel=1e-6)
+
+
+def test_logvar_soft_bounds_and_penalty() -> None:
+    model = GaussianEnsemble(3, 2, ensemble_size=3, hidden_size=8, num_layers=1, num_elites=1, seed=0)
+    assert torch.all(model.max_logvar == MAX_LOGVAR_INIT) and torch.all(model.min_logvar == MIN_LOGVAR_INIT)
+    with torch.no_grad():
+        model.output.bias[..., 2:] = 1e4  # raw log-variance far above the upper bound
+    _, high = model(torch.zeros(5, 3))
+    with torch.no_grad():
+        model.output.bias[..., 2:] = -1e4
+    _, low = model(torch.zeros(5, 3))
+    assert torch.all(high <= MAX_LOGVAR_INIT + 1e-3) and torch.all(high > MAX_LOGVAR_INIT - 1e-3)
+    assert torch.all(low >= MIN_LOGVAR_INIT) and torch.all(low < MIN_LOGVAR_INIT + 1e-3)
+    # The loss adds 0.01 * (sum max_logvar - sum min_logvar) to the summed member NLLs (no weight decay here).
+    x, y = torch.randn(3, 4, 3), torch.randn(3, 4, 2)
+    mean, logvar = model(x)
+    expected = gaussian_nll(mean, logvar, y).sum() + LOGVAR_BOUND_PENALTY * 2 * (MAX_LOGVAR_INIT - MIN_LOGVAR_INIT)
+    assert model.loss(x, y).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_per_layer_weight_decay() -> None:
+    model = GaussianEnsemble(
+        3, 2, ensemble_size=2, hidden_size=4, num_layers=2, weight_decays=[1.0, 0.0, 2.0], num_elites=1
+    )
+    layers = [*model.hidden, model.output]
+    expected = 0.5 * layers[0].weight.pow(2).sum() + 2.0 * 0.5 * layers[2].weight.pow(2).sum()
+    assert model.decay_penalty().item() == pytest.approx(expected.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="weight_decays"):
+        GaussianEnsemble(3, 2, num_layers=2, weight_decays=[1.0])
+
+
+def test_vectorized_forward_equals_member_loop() -> None:
+    model = GaussianEnsemble(5, 3, ensemble_size=4, hidden_size=16, num_layers=3, num_elites=2, seed=1)
+    x = torch.randn(4, 7, 5)
+    mean, logvar = model(x)
+    for m in range(4):
+        h = x[m]
+        for layer in model.hidden:
+            h = F.silu(h @ layer.weight[m] + layer.bias[m])
+        out = h @ model.output.weight[m] + model.output.bias[m]
+        raw = out[:, 3:]
+        lv = model.max_logvar[0] - F.softplus(model.max_logvar[0] - raw)
+        lv = model.min_logvar[0] + F.softplus(lv - model.min_logvar[0])
+        torch.testing.assert_close(mean[m], out[:, :3])
+        torch.testing.assert_close(logvar[m], lv)
+
+
+def test_normalizer_running_stats_equal_batch_stats() -> None:
+    data = np.random.default_rng(0).normal(3.0, 2.0, size=(500, 4))
+    data[:, 3] = 7.0  # constant feature: std falls back to 1
+    norm = Normalizer(4)
+    for chunk in np.array_split(data, 7):
+        norm.update(chunk)
+    np.testing.assert_allclose(norm.mean, data.mean(axis=0))
+    np.testing.assert_allclose(norm.std[:3], data.std(axis=0)[:3])
+    assert norm.std[3] == 1.0
+    restored = Normalizer(4)
+    restored.load_state_dict(norm.state_dict())
+    x = torch.as_tensor(data)
+    torch.testing.assert_close(restored.normalize(x), norm.normalize(x))
+    torch.testing.assert_close(norm.denormalize(norm.normalize(x)), x)
+
+
+def test_fit_learns_and_members_differ_after_bootstrap() -> None:
+    cfg = ModelConfig(ensemble_size=4, num_elites=2, hidden_size=64, num_layers=2, max_epochs=60, batch_size=64)
+    model = DynamicsModel(2, 3, True, cfg, seed=0)
+    data = _linear_data(1500)
+    metrics = model.fit(*data)
+    assert set(metrics) >= {"model/holdout_nll", "model/holdout_mse", "model/train_epochs", "model/restored_after_nan"}
+    assert metrics["model/holdout_mse"] < 0.05  # standardized units: a linear system is learned to < 5% variance
+    assert metrics["model/restored_after_nan"] == 0.0
+    x = model.input_normalizer.normalize(torch.as_tensor(model._inputs(data[0][:200], data[1][:200]))).float()
+    mean, _ = model.ensemble(x)
+    for a in range(cfg.ensemble_size):
+        for b in range(a + 1, cfg.ensemble_size):
+            assert not torch.allclose(mean[a], mean[b], atol=1e-4)
+    step = model.predict(data[0][:50], data[1][:50], np.random.default_rng(0), deterministic=True)
+    assert step.next_obs.shape == (50, 2) and step.reward.shape == (50,) and step.disagreement.shape == (50,)
+    assert step.terminated_prob is None and step.finite.all()
+    np.testing.assert_allclose(step.next_obs, data[3][:50], atol=0.15)
+
+
+def test_elites_are_lowest_holdout_error_and_only_elites_predict() -> None:
+    cfg = ModelConfig(ensemble_size=4, num_elites=2, hidden_size=16, num_layers=2, max_epochs=1, lr=0.0)
+    model = DynamicsModel(2, 3, True, cfg, seed=0)
+    with torch.no_grad():  # sabotage members 0 and 3: huge outputs, hence the worst holdout error
+        model.ensemble.output.weight[[0, 3]] *= 1e3
+    model.fit(*_linear_data(400))
+    assert sorted(model.ensemble.elite_idx.tolist()) == [1, 2]
+    with torch.no_grad():  # a non-elite member turned to NaN must not reach predictions
+        model.ensemble.output.weight[0] = float("nan")
+    step = model.predict(*_linear_data(30)[:2], rng=np.random.default_rng(0))
+    assert step.finite.all() and np.isfinite(step.disagreement).all()
+
+
+def test_nan_loss_restores_last_good_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = DynamicsModel(2, 3, True, SMALL, seed=0)
+    data = _linear_data(300)
+    model.fit(*data)
+    good = {k: v.clone() for k, v in model.ensemble.state_dict().items()}
+    monkeypatch.setattr(model.ensemble, "loss", lambda x, y: torch.tensor(float("nan"), requires_grad=True))
+    metrics = model.fit(*data)
+    assert metrics["model/restored_after_nan"] == 1.0
+    for key, value in model.ensemble.state_dict().items():
+        torch.testing.assert_close(value, good[key])
+
+
+def test_learned_termination_head() -> None:
+    cfg = ModelConfig(
+        ensemble_size=3, num_elites=2, hidden_size=32, num_layers=2, max_epochs=40, learned_termination=True
+    )
+    model = DynamicsModel(2, 3, True, cfg, seed=0)
+    data = _linear_data(2000)
+    metrics = model.fit(*data)
+    assert "model/holdout_termination_bce" in metrics
+    obs = np.array([[2.5, 0.0], [-1.0, 0.0]])
+    prob = model.predict(obs, np.array([1, 1]), np.random.default_rng(0)).terminated_prob
+    assert prob is not None and prob[0] > 0.8 and prob[1] < 0.2
+
+
+def test_state_dict_round_trip_keeps_normalizer_and_elites(tmp_path: Path) -> None:
+    model = DynamicsModel(2, 3, True, SMALL, seed=3)
+    data = _linear_data(600)
+    model.fit(*data)
+    save_checkpoint(tmp_path / "model.pt", model.state_dict(), kind="world-model")
+    state = load_checkpoint(tmp_path / "model.pt", kind="world-model")["state"]
+    fresh = DynamicsModel(2, 3, True, SMALL, seed=99)
+    fresh.load_state_dict(state)
+    np.testing.assert_allclose(fresh.input_normalizer.mean, model.input_normalizer.mean)
+    assert fresh.ensemble.elite_idx.tolist() == model.ensemble.elite_idx.tolist()
+    a = model.predict(data[0][:20], data[1][:20], np.random.default_rng(5))
+    b = fresh.predict(data[0][:20], data[1][:20], np.random.default_rng(5))
+    np.testing.assert_array_equal(a.next_obs, b.next_obs)
+    np.testing.assert_array_equal(a.reward, b.reward)
+    # The model's own generator resumes too: the next fit is identical.
+    assert model.fit(*data) == fresh.fit(*data)
