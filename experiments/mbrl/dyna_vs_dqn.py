@@ -21,7 +21,6 @@ Writes ``results/dyna.json`` (resolved args, per-seed curves, the ``"dyna"`` ent
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tyro
 
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
@@ -71,10 +71,8 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
 
 
 def summarize(finals: list[float], curves: list[list[float]]) -> dict[str, Any]:

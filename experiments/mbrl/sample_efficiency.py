@@ -13,7 +13,6 @@ schema of ``summary.json``) and ``results/sample_efficiency_<env>.png`` (learnin
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tyro
 
 from mbrl.sample_efficiency import ARMS, ArmSettings, run_arm, summarize_env
 from rolloutlab.checkpoint import atomic_write_json
@@ -69,10 +69,8 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
 
 
 def plot(path: Path, runs: list[dict[str, Any]], threshold: float, title: str) -> None:

@@ -10,14 +10,13 @@ scratch: the per-seed runs are the ones stored in those files.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tyro
 
 from mbrl.sample_efficiency import summarize_env
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
@@ -34,10 +33,8 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
 
 
 def iqm_by_arm(entry: dict[str, Any], reps: int) -> dict[str, Any]:

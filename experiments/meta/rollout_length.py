@@ -17,7 +17,6 @@ Everything is resumable: meta-training checkpoints after every round (``--run-ro
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -26,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tyro
 
 from envs.perturbed import DEFAULT_RANGES, TEST_PHYSICS
 from meta.rollout_length.env import MetaEnvConfig
@@ -83,10 +84,8 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
 
 
 def env_config(args: Args, env_id: str) -> MetaEnvConfig:

@@ -13,14 +13,13 @@ and prints the table quoted in ``docs/rlvr.md``.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import tyro
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr.benchmark import ARMS, BASELINE, RunSettings, run_arm, summarize
@@ -62,17 +61,8 @@ class Args:
 
 
 def parse_args() -> Args:
-    """Every ``Args`` field as a ``--flag`` (lists take several values)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    defaults = Args()
-    for f in dataclasses.fields(Args):
-        value = getattr(defaults, f.name)
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(value, list):
-            parser.add_argument(flag, nargs="+", type=type(value[0]), default=value)
-        else:
-            parser.add_argument(flag, type=type(value), default=value)
-    return Args(**vars(parser.parse_args()))
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
 
 
 def main(args: Args) -> None:
