@@ -19,10 +19,20 @@ def make_logger(run_dir: str | os.PathLike[str] | None, formats: Sequence[str] =
     """Create an SB3 logger writing into ``run_dir`` (``progress.csv``, TensorBoard events).
 
     Args:
-        run_dir: Where to write; ``None`` logs to stdout only.
+        run_dir: Where to write; ``None`` logs to stdout only. If ``progress.csv`` is already there (a resumed run),
+            it is kept as ``progress.N.csv`` rather than overwritten.
         formats: Any of ``"stdout"``, ``"csv"``, ``"tensorboard"``, ``"json"``, ``"log"``.
     """
     if run_dir is None:
         return configure(None, ["stdout"] if "stdout" in formats else [])
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    return configure(str(run_dir), list(formats))
+    directory = Path(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    # SB3's CSV writer truncates progress.csv; a resumed run must not lose the sessions before the crash, so the
+    # earlier file is kept as progress.N.csv (N = 1, 2, ... in session order).
+    previous = directory / "progress.csv"
+    if "csv" in formats and previous.exists() and previous.stat().st_size > 0:
+        index = 1
+        while (directory / f"progress.{index}.csv").exists():
+            index += 1
+        previous.rename(directory / f"progress.{index}.csv")
+    return configure(str(directory), list(formats))

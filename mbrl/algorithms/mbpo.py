@@ -460,11 +460,7 @@ class MBPO:
         run_dir = Path(run_dir)
         envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(MBPOConfig, envelope["config"])
-        step = int(envelope["state"]["counters"]["env_steps"])
-        csv = run_dir / "progress.csv"
-        if logger is None and csv.exists():
-            # SB3's CSV writer truncates its file; keep the log of the interrupted part beside the new one.
-            csv.rename(run_dir / f"progress-until-{step}.csv")
+        # make_logger keeps the interrupted session's progress.csv as progress.N.csv (SB3's writer would truncate it).
         run = cls(cfg, run_dir=run_dir, logger=logger)
         run.load_state_dict(envelope["state"])
         run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")

@@ -64,3 +64,14 @@ def test_logger_writes_csv_and_tensorboard(tmp_path: Path) -> None:
     csv = (tmp_path / "progress.csv").read_text()
     assert "model/holdout_nll" in csv and "meta/rollout_length" in csv
     assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.rglob("*"))
+
+
+def test_logger_keeps_previous_sessions_csv(tmp_path: Path) -> None:
+    for step in (1, 2, 3):
+        logger = make_logger(tmp_path, formats=("csv",))
+        logger.record("train/step", step)
+        logger.dump(step=step)
+        logger.close()
+    assert "1" in (tmp_path / "progress.1.csv").read_text()
+    assert "2" in (tmp_path / "progress.2.csv").read_text()
+    assert (tmp_path / "progress.csv").read_text().splitlines()[-1] == "3"

@@ -83,7 +83,7 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     assert [s for s, _ in result["eval"]] == [60, 120, 180, 240]
     final = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]["counters"]
     assert final["env_steps"] == 240 and final["model_fits"] == (240 - 60) // 30
-    assert (run_dir / f"progress-until-{killed_at}.csv").exists() and (run_dir / "progress.csv").exists()
+    assert (run_dir / "progress.1.csv").exists() and (run_dir / "progress.csv").exists()
 
 
 def test_cli_validates_input(tmp_path: Path) -> None:
