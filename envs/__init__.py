@@ -16,6 +16,9 @@ _ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
     # --- wordle (planning pillar); the env truncates itself after its 6 guesses ---
     ("rolloutlab/Wordle-v0", "envs.wordle:WordleEnv", {}, None),
     # --- metarl (in-context pillar); one episode = one whole meta-rollout, so the envs end it themselves ---
+    ("rolloutlab/BernoulliBandit-v0", "envs.metarl.bandit:BernoulliBanditEnv", {"n_arms": 5, "horizon": 100}, None),
+    ("rolloutlab/PassiveTMaze-v0", "envs.metarl.tmaze:PassiveTMazeEnv", {"corridor_length": 10}, None),
+    ("rolloutlab/DarkKeyDoor-v0", "envs.metarl.keydoor:DarkKeyDoorEnv", {}, None),
     # --- reasoning (rlvr pillar) ---
     # --- perturbed physics (meta rollout-length pillar); defaults are the paper's test perturbation ---
     ("rolloutlab/PerturbedMountainCar-v0", "envs.perturbed:PerturbedMountainCarEnv", {}, 200),

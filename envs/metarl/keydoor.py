@@ -1,0 +1,89 @@
+"""Dark key-door: find an unseen key, then an unseen door, again and again within one task (AMAGO's meta-RL test)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+#: Moves for actions 0..3: up, down, left, right as (dx, dy).
+MOVES = np.array([[0, 1], [0, -1], [-1, 0], [1, 0]], dtype=np.int64)
+
+
+class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
+    """A ``size`` x ``size`` grid where the start, key and door cells are drawn (distinct) once per task.
+
+    The agent sees only its own position and whether it holds the key ("dark"): the key and door locations must be
+    found by search in the first inner episodes and remembered for the rest of the rollout. Entering the key cell
+    without the key gives +1 and the key; entering the door cell with the key gives +1 and ends the inner episode.
+    An inner episode also ends after ``episode_steps`` steps. At an inner-episode end the agent goes back to the
+    start cell without the key (``info["inner_reset"] = True``); the task itself terminates after ``rollout_steps``
+    steps in all.
+
+    Observation (float32, shape ``(3,)``): ``[x / (size-1), y / (size-1), has_key]``. Action: 0..3 = up, down, left,
+    right (a move into a wall leaves the agent in place). Reward: 0, or +1 at the key and +1 at the door.
+
+    Args:
+        size: Side of the grid (>= 3).
+        episode_steps: Step limit of one inner episode.
+        rollout_steps: Steps of the whole task (meta-rollout).
+    """
+
+    metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium declares it as a plain attribute)
+
+    def __init__(self, size: int = 8, episode_steps: int = 50, rollout_steps: int = 500) -> None:
+        if size < 3:
+            raise ValueError(f"size must be >= 3, got {size}")
+        if episode_steps < 1 or rollout_steps < 1:
+            raise ValueError("episode_steps and rollout_steps must be >= 1")
+        self.size = int(size)
+        self.episode_steps = int(episode_steps)
+        self.rollout_steps = int(rollout_steps)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = spaces.Discrete(4)
+        self.start = np.zeros(2, dtype=np.int64)
+        self.key = np.zeros(2, dtype=np.int64)
+        self.door = np.zeros(2, dtype=np.int64)
+        self.pos = np.zeros(2, dtype=np.int64)
+        self.has_key = False
+        self._t = 0
+        self._t_episode = 0
+
+    def _obs(self) -> np.ndarray:
+        scale = self.size - 1
+        return np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        cells = self.np_random.choice(self.size * self.size, size=3, replace=False)
+        self.start, self.key, self.door = (np.array(divmod(int(c), self.size), dtype=np.int64) for c in cells)
+        self.pos = self.start.copy()
+        self.has_key = False
+        self._t = 0
+        self._t_episode = 0
+        return self._obs(), {"inner_reset": True}
+
+    def step(self, action: np.int64 | int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if not self.action_space.contains(int(action)):
+            raise ValueError(f"invalid action {action!r}; expected 0..3")
+        if self._t >= self.rollout_steps:
+            raise RuntimeError("step() called after the episode ended; call reset()")
+        self.pos = np.clip(self.pos + MOVES[int(action)], 0, self.size - 1)
+        reward = 0.0
+        episode_over = False
+        if not self.has_key and np.array_equal(self.pos, self.key):
+            self.has_key = True
+            reward = 1.0
+        elif self.has_key and np.array_equal(self.pos, self.door):
+            reward = 1.0
+            episode_over = True
+        self._t += 1
+        self._t_episode += 1
+        if episode_over or self._t_episode >= self.episode_steps:
+            self.pos = self.start.copy()
+            self.has_key = False
+            self._t_episode = 0
+            episode_over = True
+        return self._obs(), reward, self._t >= self.rollout_steps, False, {"inner_reset": episode_over}

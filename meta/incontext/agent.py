@@ -1,0 +1,230 @@
+"""The AMAGO-style agent: timestep encoder -> trajectory encoder -> actor and critic-ensemble heads, one loss.
+
+Shapes: ``B`` windows, ``T`` timesteps with an action (the window holds ``T + 1`` observations so the last step has a
+next state), ``D`` RL^2 input width, ``d`` model width, ``K`` critics, ``G`` discounts, ``A`` actions, ``N`` bins.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from meta.incontext.config import AgentConfig
+from meta.incontext.sequence import make_traj_encoder
+from meta.incontext.value_scale import expected_value, symlog, twohot
+
+
+class EnsembleHead(nn.Module):
+    """``K`` independent two-layer MLPs evaluated in one batched einsum: ``(..., d) -> (..., K, out)``."""
+
+    def __init__(self, n_members: int, d_in: int, hidden: int, d_out: int) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.empty(n_members, d_in, hidden))
+        self.b1 = nn.Parameter(torch.zeros(n_members, hidden))
+        self.w2 = nn.Parameter(torch.empty(n_members, hidden, d_out))
+        self.b2 = nn.Parameter(torch.zeros(n_members, d_out))
+        # PyTorch's nn.Linear initialisation, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), per member.
+        nn.init.uniform_(self.w1, -(d_in**-0.5), d_in**-0.5)
+        # A small last layer starts every critic near a uniform distribution over the bins.
+        nn.init.uniform_(self.w2, -0.1 * hidden**-0.5, 0.1 * hidden**-0.5)
+
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """Outputs ``(..., K, out)`` for inputs ``(..., d)``; ``members`` (indices) evaluates only those members."""
+        w1: torch.Tensor = self.w1
+        b1: torch.Tensor = self.b1
+        w2: torch.Tensor = self.w2
+        b2: torch.Tensor = self.b2
+        if members is not None:
+            w1, b1, w2, b2 = w1[members], b1[members], w2[members], b2[members]
+        n_members, d_in, width = w1.shape
+        flat = x.reshape(-1, d_in)
+        # One wide matmul for the first layer, then one batched matmul over members (faster on CPU than einsum).
+        wide = flat @ w1.transpose(0, 1).reshape(d_in, n_members * width)
+        hidden = F.leaky_relu(wide.view(-1, n_members, width) + b1)
+        out = torch.baddbmm(b2[:, None, :], hidden.transpose(0, 1), w2)  # (K, rows, out)
+        return out.transpose(0, 1).reshape(*x.shape[:-1], n_members, w2.shape[-1])
+
+
+@dataclass
+class Batch:
+    """A batch of replayed windows (tensors).
+
+    Attributes:
+        obs: RL^2 inputs ``(B, T + 1, D)``.
+        actions: ``(B, T)`` long.
+        rewards: ``(B, T)``.
+        dones: ``(B, T)``, 1.0 where the step ended the task (no bootstrap).
+        mask: ``(B, T)``, 1.0 on real steps, 0.0 on padding.
+        start: ``(B,)`` long, absolute timestep of ``obs[:, 0]`` in its rollout.
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    mask: torch.Tensor
+    start: torch.Tensor
+
+
+def multi_gamma_targets(
+    rewards: torch.Tensor, dones: torch.Tensor, next_values: torch.Tensor, gammas: torch.Tensor
+) -> torch.Tensor:
+    """One-step TD targets for every discount at once: ``y[..., g] = r + gamma_g * (1 - done) * V_g(s')``.
+
+    Args:
+        rewards: ``(B, T)``.
+        dones: ``(B, T)``.
+        next_values: ``(B, T, G)``, the target value of the next state under each discount.
+        gammas: ``(G,)``.
+
+    Returns:
+        ``(B, T, G)``.
+    """
+    return rewards[..., None] + gammas * (1.0 - dones[..., None]) * next_values
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+class InContextAgent(nn.Module):
+    """Shared sequence model with an actor head and an ensemble of critic heads for several discounts.
+
+    Args:
+        input_dim: RL^2 input width ``D``.
+        n_actions: Discrete actions ``A``.
+        config: Network and loss settings.
+    """
+
+    gammas: torch.Tensor
+    bins: torch.Tensor
+
+    def __init__(self, input_dim: int, n_actions: int, config: AgentConfig) -> None:
+        super().__init__()
+        if not 1 <= config.critic_subset <= config.n_critics:
+            raise ValueError("critic_subset must be between 1 and n_critics")
+        self.config = config
+        self.n_actions = n_actions
+        self.n_gammas = len(config.gammas)
+        d = config.d_model
+        self.timestep_encoder = nn.Sequential(nn.Linear(input_dim, d), nn.LeakyReLU(), nn.Linear(d, d), nn.LayerNorm(d))
+        self.traj_encoder = make_traj_encoder(
+            config.encoder, d, config.n_layers, config.n_heads, config.context_len, config.dropout
+        )
+        self.actor = nn.Sequential(
+            nn.Linear(d, config.head_hidden), nn.LeakyReLU(), nn.Linear(config.head_hidden, self.n_gammas * n_actions)
+        )
+        self.critics = EnsembleHead(config.n_critics, d, config.head_hidden, self.n_gammas * n_actions * config.n_bins)
+        # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
+        self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
+        self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
+        self.register_buffer("bins", torch.linspace(-config.bin_range, config.bin_range, config.n_bins))
+
+    # ----------------------------------------------------------------------------------------------- forward passes
+    def encode(self, obs: torch.Tensor, state: Any = None, start: torch.Tensor | int = 0) -> tuple[torch.Tensor, Any]:
+        """Sequence outputs ``(B, T, d)`` for RL^2 inputs ``(B, T, D)``, plus the encoder's new state."""
+        return self.traj_encoder(self.timestep_encoder(obs), state, start)
+
+    def policy_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """Actor logits ``(..., G, A)`` from sequence outputs ``(..., d)``."""
+        return self.actor(features).unflatten(-1, (self.n_gammas, self.n_actions))
+
+    def _critic_logits(self, head_out: torch.Tensor) -> torch.Tensor:
+        return head_out.unflatten(-1, (self.n_gammas, self.n_actions, self.config.n_bins))
+
+    def q_values(
+        self, features: torch.Tensor, critics: EnsembleHead | None = None, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Q-values in reward units ``(..., K, G, A)`` from sequence outputs ``(..., d)`` (``K`` = len(members))."""
+        head = self.critics if critics is None else critics
+        return expected_value(self._critic_logits(head(features, members)), self.bins)
+
+    def init_state(self, batch: int) -> Any:
+        """A fresh encoder state for ``batch`` rollouts (a :class:`~meta.incontext.sequence.KVCache` by default)."""
+        return self.traj_encoder.init_state(batch)  # type: ignore[operator]
+
+    @torch.no_grad()
+    def act_logits(self, obs: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """One incremental step: logits ``(B, A)`` of the last discount's policy for inputs ``(B, D)``, new state."""
+        features, state = self.encode(obs[:, None, :], state)
+        return self.policy_logits(features[:, 0])[:, -1], state
+
+    # ------------------------------------------------------------------------------------------------------ the loss
+    def loss(self, batch: Batch, generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """AMAGO's single objective on a batch of windows (discrete actions).
+
+        ``critic_coef * TD + actor_coef * actor + bc_coef * filtered BC``, each averaged over critics / discounts and
+        over the unpadded steps:
+
+        * TD: two-hot cross-entropy of every critic against ``r + gamma (1 - done) V'(s')``, where
+          ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` uses the Polyak target heads on
+          the online sequence output (detached).
+        * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean) from the critics as a *frozen copy*:
+          no gradient reaches the critic weights, so this term trains the actor and, through its logits, the shared
+          sequence model, but never the critics. A small entropy bonus keeps the softmax from saturating
+          before the critics are informative (the exact-expectation gradient vanishes at a one-hot policy).
+        * filtered BC: ``-log pi_gamma(a_t|s)`` on replayed actions whose advantage is positive (AMAGO, Eq. 3).
+
+        Returns:
+            The scalar loss and a dict of its parts for logging.
+        """
+        cfg = self.config
+        features, _ = self.encode(batch.obs, None, batch.start)  # (B, T+1, d)
+        logits = self.policy_logits(features)  # (B, T+1, G, A)
+        mask = batch.mask
+
+        # Critic TD loss.
+        online = self._critic_logits(self.critics(features[:, :-1]))  # (B, T, K, G, A, N)
+        index = batch.actions[:, :, None, None, None, None].expand(*online.shape[:4], 1, online.shape[-1])
+        taken = online.gather(4, index).squeeze(4)  # (B, T, K, G, N)
+        with torch.no_grad():
+            subset = torch.randperm(cfg.n_critics, generator=generator)[: cfg.critic_subset]
+            next_q = self.q_values(features[:, 1:].detach(), self.target_critics, subset).min(dim=2).values
+            next_pi = torch.softmax(logits[:, 1:].detach(), dim=-1)
+            next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
+            targets = multi_gamma_targets(batch.rewards, batch.dones, next_v, self.gammas)
+            target_probs = twohot(symlog(targets), self.bins)  # (B, T, G, N)
+        cross_entropy = -(target_probs[:, :, None] * F.log_softmax(taken, dim=-1)).sum(-1)  # (B, T, K, G)
+        critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)
+
+        # Actor term through a frozen weight copy of the critics. With discrete actions the expectation over actions is
+        # exact, so Q enters the actor term as a constant: the copy evaluated on detached features is numerically the
+        # detached online output, which saves a second pass through the ensemble.
+        q_copy = expected_value(online.detach(), self.bins).mean(dim=2)  # (B, T, G, A)
+        log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
+        pi = log_pi.exp()
+        advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)
+        entropy = -(pi * log_pi).sum(-1)  # (B, T, G)
+        actor_loss = _masked_mean(-((pi * advantages).sum(-1) + cfg.entropy_coef * entropy).mean(-1), mask)
+
+        # Filtered behaviour cloning of replayed actions with positive advantage.
+        act_index = batch.actions[:, :, None, None].expand(-1, -1, self.n_gammas, 1)
+        taken_adv = advantages.gather(-1, act_index).squeeze(-1)  # (B, T, G)
+        keep = (taken_adv > 0).float()
+        bc_loss = _masked_mean(-(keep * log_pi.gather(-1, act_index).squeeze(-1)).mean(-1), mask)
+
+        total = cfg.critic_coef * critic_loss + cfg.actor_coef * actor_loss + cfg.bc_coef * bc_loss
+        info = {
+            "train/critic_loss": float(critic_loss.detach()),
+            "train/actor_loss": float(actor_loss.detach()),
+            "train/entropy": float(_masked_mean(entropy[..., -1].detach(), mask)),
+            "train/bc_loss": float(bc_loss.detach()),
+            "train/bc_kept": float(_masked_mean(keep.mean(-1), mask)),
+            "train/q_mean": float(_masked_mean(q_copy[..., -1, :].mean(-1), mask)),
+        }
+        return total, info
+
+    @torch.no_grad()
+    def update_targets(self) -> None:
+        """Polyak-average the target critic heads: ``target <- (1 - tau) target + tau online``."""
+        for target, online in zip(self.target_critics.parameters(), self.critics.parameters(), strict=True):
+            target.lerp_(online, self.config.tau)
+
+    def optimized_parameters(self) -> list[nn.Parameter]:
+        """Every trainable parameter (the target heads excluded), for the single AdamW optimizer."""
+        return [p for name, p in self.named_parameters() if not name.startswith("target_critics.")]

@@ -1,0 +1,82 @@
+"""``rolloutlab incontext``: train and evaluate the in-context agent (heavy imports happen inside the commands)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="In-context RL (AMAGO-style transformer) on bandits, T-maze and dark key-door.", no_args_is_help=True
+)
+
+
+@app.command()
+def train(
+    task: Annotated[str, typer.Option(help="bandit, tmaze or keydoor.")] = "bandit",
+    config: Annotated[Path | None, typer.Option(help="YAML preset (TrainConfig fields); flags override it.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Env-step budget.")] = None,
+    minutes: Annotated[float | None, typer.Option(help="Wall-clock cap in minutes.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of everything.")] = 0,
+    n_arms: Annotated[int | None, typer.Option(help="Bandit arms.")] = None,
+    horizon: Annotated[int | None, typer.Option(help="Bandit pulls per task.")] = None,
+    corridor: Annotated[int | None, typer.Option(help="T-maze corridor length.")] = None,
+    encoder: Annotated[str | None, typer.Option(help="transformer, gru or memory_free.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Resume this run directory instead of making a new one.")] = None,
+    runs_root: Annotated[Path, typer.Option(help="Parent of new run directories.")] = Path("runs"),
+) -> None:
+    """Train the agent; checkpoints go to the run directory, and re-running with --run-dir resumes after a kill."""
+    from meta.incontext.config import TrainConfig
+    from meta.incontext.trainer import InContextTrainer
+    from rolloutlab.config import from_dict, load_yaml, to_dict
+    from rolloutlab.runs import make_run_dir, write_result
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    overrides: dict[str, object] = {"task": task, "seed": seed}
+    for key, value in (
+        ("total_env_steps", steps),
+        ("max_minutes", minutes),
+        ("n_arms", n_arms),
+        ("horizon", horizon),
+        ("corridor_length", corridor),
+    ):
+        if value is not None:
+            overrides[key] = value
+    cfg = load_yaml(TrainConfig, config, overrides) if config is not None else from_dict(TrainConfig, overrides)
+    if encoder is not None:
+        cfg = from_dict(TrainConfig, {**to_dict(cfg), "agent": {**to_dict(cfg.agent), "encoder": encoder}})
+    if run_dir is None:
+        run_dir = make_run_dir(f"incontext-{cfg.task}", cfg.seed, runs_root, cfg)
+    trainer = InContextTrainer(cfg, run_dir, resume=True, progress=True)
+    result = trainer.learn()
+    result["eval"].pop("returns")
+    write_result(run_dir, result)
+    typer.echo(
+        f"{cfg.task}: eval return {result['eval']['mean']:.3f} ± {result['eval']['stderr']:.3f} after "
+        f"{result['env_steps']} env steps, {result['updates']} updates; run dir {run_dir}"
+    )
+
+
+@app.command("eval")
+def evaluate(
+    checkpoint: Annotated[Path, typer.Argument(help="checkpoint.pt of a training run.")],
+    tasks: Annotated[int, typer.Option(help="Evaluation tasks.")] = 200,
+    greedy: Annotated[bool, typer.Option(help="Argmax actions (--no-greedy samples from the policy).")] = True,
+) -> None:
+    """Evaluate a trained agent on the shared evaluation tasks."""
+    import numpy as np
+
+    from meta.incontext.trainer import evaluate_agent, load_agent
+    from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    try:
+        agent, cfg = load_agent(checkpoint)
+    except CheckpointError as exc:
+        raise typer.BadParameter(str(exc), param_hint="CHECKPOINT") from exc
+    returns = evaluate_agent(agent, cfg, tasks, greedy=greedy)
+    stderr = float(np.std(returns, ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0
+    typer.echo(f"{cfg.task}: mean return {float(np.mean(returns)):.3f} ± {stderr:.3f} over {tasks} tasks")

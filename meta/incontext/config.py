@@ -1,0 +1,108 @@
+"""Typed configurations of the in-context agent and its training run (YAML presets in ``experiments/incontext/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class AgentConfig:
+    """Network and loss of :class:`~meta.incontext.agent.InContextAgent`.
+
+    Attributes:
+        encoder: Trajectory encoder: ``transformer`` (default), ``gru`` or ``memory_free``.
+        d_model: Width of the timestep embedding and of the sequence model.
+        n_layers: Transformer blocks.
+        n_heads: Attention heads.
+        context_len: Timesteps one query may attend to (itself included); also the KV-cache length when acting.
+        dropout: Dropout inside the Transformer blocks.
+        head_hidden: Hidden width of the actor and critic heads.
+        n_critics: Critics in the ensemble.
+        critic_subset: Critics drawn at random per update whose minimum forms the TD target (REDQ-style).
+        gammas: Discounts learned at once; the agent acts with the last (AMAGO's multi-gamma).
+        n_bins: Bins of the two-hot critic.
+        bin_range: Bins span ``[-bin_range, bin_range]`` in symlog units.
+        critic_coef: Weight of the critic TD loss.
+        actor_coef: Weight of the actor term (expected advantage under the policy, critics frozen).
+        bc_coef: Weight of filtered behaviour cloning (replayed actions with positive advantage).
+        entropy_coef: Entropy bonus inside the actor term (reward units per nat).
+        lr: AdamW learning rate.
+        weight_decay: AdamW weight decay.
+        grad_clip: Global gradient-norm clip.
+        tau: Polyak rate of the target critic heads per update.
+    """
+
+    encoder: Literal["transformer", "gru", "memory_free"] = "transformer"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    context_len: int = 512
+    dropout: float = 0.0
+    head_hidden: int = 64
+    n_critics: int = 4
+    critic_subset: int = 2
+    gammas: list[float] = field(default_factory=lambda: [0.9, 0.99, 0.999])
+    n_bins: int = 33
+    bin_range: float = 6.0
+    critic_coef: float = 1.0
+    actor_coef: float = 1.0
+    bc_coef: float = 0.1
+    entropy_coef: float = 0.01
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    tau: float = 0.005
+
+
+@dataclass
+class TrainConfig:
+    """One training run of the in-context agent on one task.
+
+    Attributes:
+        task: ``bandit``, ``tmaze`` or ``keydoor``.
+        n_arms: Bandit arms.
+        horizon: Bandit pulls per task.
+        corridor_length: T-maze corridor length L.
+        seed: Seeds networks, replay sampling, exploration and the task draws.
+        total_env_steps: Environment steps to collect (the budget).
+        max_minutes: Wall-clock cap; the run stops early (and says so) when it is reached. ``None``: no cap.
+        n_envs: Parallel environments (one vector env); each collects whole meta-rollouts.
+        batch_size: Windows per update.
+        window: Timesteps per replayed window (whole rollouts when they are shorter).
+        updates_per_step: Gradient updates per collected environment step.
+        learning_starts: Environment steps collected before the first update.
+        buffer_trajectories: Replay capacity in whole trajectories (oldest dropped first).
+        eps_start: Epsilon of every actor at the start.
+        eps_end_low: Final epsilon of the first actor.
+        eps_end_high: Final epsilon of the last actor (finals are spaced geometrically between the two).
+        eps_anneal_steps: Environment steps over which epsilon is annealed linearly.
+        eval_tasks: Fresh tasks per evaluation (greedy policy).
+        eval_every_steps: Evaluate after this many environment steps (and at the end).
+        stop_at_return: Stop early once an evaluation reaches this mean return (``None``: never).
+        checkpoint_every: Save a checkpoint every this many collection iterations.
+        agent: Network and loss.
+    """
+
+    task: Literal["bandit", "tmaze", "keydoor"] = "bandit"
+    n_arms: int = 5
+    horizon: int = 100
+    corridor_length: int = 10
+    seed: int = 0
+    total_env_steps: int = 100_000
+    max_minutes: float | None = None
+    n_envs: int = 8
+    batch_size: int = 16
+    window: int = 128
+    updates_per_step: float = 0.02
+    learning_starts: int = 1_000
+    buffer_trajectories: int = 1_000
+    eps_start: float = 1.0
+    eps_end_low: float = 0.01
+    eps_end_high: float = 0.2
+    eps_anneal_steps: int = 20_000
+    eval_tasks: int = 200
+    eval_every_steps: int = 20_000
+    stop_at_return: float | None = None
+    checkpoint_every: int = 5
+    agent: AgentConfig = field(default_factory=AgentConfig)

@@ -1,0 +1,105 @@
+"""Replay of whole trajectories (meta-rollouts), sampled as random fixed-length windows (AMAGO, Sec. 4.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from meta.incontext.agent import Batch
+
+
+@dataclass
+class Trajectory:
+    """One finished meta-rollout.
+
+    Attributes:
+        obs: RL^2 inputs ``(T + 1, D)`` float32 (the last one follows the final action).
+        actions: ``(T,)`` int64.
+        rewards: ``(T,)`` float32.
+        dones: ``(T,)`` float32, 1.0 where the task ended (terminated, not truncated).
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+class TrajectoryReplay:
+    """FIFO store of whole trajectories; :meth:`sample` cuts random windows and pads short ones.
+
+    Args:
+        capacity: Trajectories kept (the oldest is dropped first).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.trajectories: list[Trajectory] = []
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    def add(self, trajectory: Trajectory) -> None:
+        """Store a finished trajectory."""
+        if len(trajectory.obs) != len(trajectory) + 1:
+            raise ValueError("a trajectory needs one more observation than actions")
+        self.trajectories.append(trajectory)
+        if len(self.trajectories) > self.capacity:
+            self.trajectories.pop(0)
+
+    def sample(self, batch_size: int, window: int, rng: np.random.Generator) -> Batch:
+        """``batch_size`` windows of ``window`` steps from uniformly chosen trajectories.
+
+        A window starts uniformly in ``[0, len - window]`` so it lies inside its trajectory; trajectories shorter than
+        ``window`` are used whole and padded with zeros, with ``mask = 0`` on the padding.
+
+        Returns:
+            A :class:`~meta.incontext.agent.Batch` whose time axis is ``min(window, longest chosen trajectory)``.
+        """
+        if not self.trajectories:
+            raise RuntimeError("cannot sample from an empty replay")
+        chosen = [self.trajectories[i] for i in rng.integers(0, len(self.trajectories), size=batch_size)]
+        steps = min(window, max(len(traj) for traj in chosen))
+        dim = chosen[0].obs.shape[1]
+        obs = np.zeros((batch_size, steps + 1, dim), dtype=np.float32)
+        actions = np.zeros((batch_size, steps), dtype=np.int64)
+        rewards = np.zeros((batch_size, steps), dtype=np.float32)
+        dones = np.zeros((batch_size, steps), dtype=np.float32)
+        mask = np.zeros((batch_size, steps), dtype=np.float32)
+        start = np.zeros(batch_size, dtype=np.int64)
+        for row, traj in enumerate(chosen):
+            begin = int(rng.integers(0, max(len(traj) - steps, 0) + 1))
+            end = min(begin + steps, len(traj))
+            n = end - begin
+            obs[row, : n + 1] = traj.obs[begin : end + 1]
+            actions[row, :n] = traj.actions[begin:end]
+            rewards[row, :n] = traj.rewards[begin:end]
+            dones[row, :n] = traj.dones[begin:end]
+            mask[row, :n] = 1.0
+            start[row] = begin
+        return Batch(*(torch.from_numpy(a) for a in (obs, actions, rewards, dones, mask, start)))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain tensors for a weights-only checkpoint."""
+        return {
+            "capacity": self.capacity,
+            "trajectories": [
+                {name: torch.from_numpy(getattr(t, name)) for name in ("obs", "actions", "rewards", "dones")}
+                for t in self.trajectories
+            ],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict`."""
+        self.capacity = int(state["capacity"])
+        self.trajectories = [
+            Trajectory(**{name: tensor.numpy() for name, tensor in item.items()}) for item in state["trajectories"]
+        ]

@@ -1,0 +1,44 @@
+"""Symlog / two-hot value targets (Hafner et al., 2023, DreamerV3, Sec. "Robust predictions").
+
+A critic predicts a categorical distribution over fixed bins in symlog space; the target ``y`` is encoded as the
+two-hot vector of ``symlog(y)`` and trained with cross-entropy, and the value read out is ``symexp`` of the expected
+bin. This keeps one learning rate right for returns of 1 (T-maze) and of 100 (bandits) without per-task tuning.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def symlog(x: torch.Tensor) -> torch.Tensor:
+    """``sign(x) * log(1 + |x|)``."""
+    return torch.sign(x) * torch.log1p(torch.abs(x))
+
+
+def symexp(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`symlog`: ``sign(x) * (exp(|x|) - 1)``."""
+    return torch.sign(x) * torch.expm1(torch.abs(x))
+
+
+def twohot(values: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
+    """Two-hot encoding of ``values`` (any shape, already in bin space) over sorted ``bins`` ``(n_bins,)``.
+
+    The weight is split between the two neighbouring bins so that the expected bin equals the (clipped) value.
+
+    Returns:
+        Tensor of shape ``values.shape + (n_bins,)`` whose last axis sums to 1.
+    """
+    clipped = values.clamp(bins[0], bins[-1])
+    upper = torch.searchsorted(bins, clipped.contiguous(), right=False).clamp(1, len(bins) - 1)
+    lower = upper - 1
+    low_val, high_val = bins[lower], bins[upper]
+    weight_high = (clipped - low_val) / (high_val - low_val)
+    out = torch.zeros(*values.shape, len(bins), dtype=values.dtype, device=values.device)
+    out.scatter_(-1, lower.unsqueeze(-1), (1.0 - weight_high).unsqueeze(-1))
+    out.scatter_add_(-1, upper.unsqueeze(-1), weight_high.unsqueeze(-1))
+    return out
+
+
+def expected_value(logits: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
+    """Value in real units from bin logits ``(..., n_bins)``: ``symexp(sum softmax(logits) * bins)``."""
+    return symexp((torch.softmax(logits, dim=-1) * bins).sum(-1))

@@ -1,0 +1,182 @@
+"""Unit tests of the agent: KV cache, padding, critic isolation, multi-gamma targets, two-hot, Polyak targets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from meta.incontext.agent import Batch, InContextAgent, multi_gamma_targets
+from meta.incontext.config import AgentConfig
+from meta.incontext.value_scale import expected_value, symexp, symlog, twohot
+
+INPUT_DIM, N_ACTIONS = 7, 3
+
+
+def _agent(**overrides: object) -> InContextAgent:
+    return InContextAgent(INPUT_DIM, N_ACTIONS, AgentConfig(d_model=32, head_hidden=32, **overrides))  # type: ignore[arg-type]
+
+
+def _batch(batch: int = 4, steps: int = 12, generator: torch.Generator | None = None) -> Batch:
+    g = generator or torch.Generator().manual_seed(0)
+    return Batch(
+        obs=torch.randn(batch, steps + 1, INPUT_DIM, generator=g),
+        actions=torch.randint(0, N_ACTIONS, (batch, steps), generator=g),
+        rewards=torch.rand(batch, steps, generator=g),
+        dones=torch.zeros(batch, steps),
+        mask=torch.ones(batch, steps),
+        start=torch.zeros(batch, dtype=torch.long),
+    )
+
+
+@pytest.mark.parametrize(("encoder", "context_len"), [("transformer", 64), ("transformer", 5), ("gru", 64)])
+def test_incremental_inference_equals_full_sequence(encoder: str, context_len: int) -> None:
+    agent = _agent(encoder=encoder, context_len=context_len).eval()
+    obs = torch.randn(3, 20, INPUT_DIM)
+    with torch.no_grad():
+        full, _ = agent.encode(obs)
+        full_logits = agent.policy_logits(full)[:, :, -1]
+    state = agent.init_state(3)
+    stepped = []
+    for t in range(obs.shape[1]):
+        logits, state = agent.act_logits(obs[:, t], state)
+        stepped.append(logits)
+    torch.testing.assert_close(torch.stack(stepped, dim=1), full_logits, atol=1e-5, rtol=1e-4)
+
+
+def test_kv_cache_is_bounded_by_context() -> None:
+    agent = _agent(context_len=5).eval()
+    state = agent.init_state(2)
+    for _ in range(12):
+        _, state = agent.act_logits(torch.randn(2, INPUT_DIM), state)
+    assert state.length == 12
+    assert all(k.shape[2] == 4 for k in state.keys)
+
+
+def test_window_offset_matches_the_same_steps_of_a_full_pass() -> None:
+    """A window cut at step 8 (start=8) agrees with the full pass once the receptive field lies inside the window.
+
+    With 2 layers and a context of 4, step t depends on steps t-6..t, so steps 14 and 15 must agree.
+    """
+    agent = _agent(context_len=4).eval()
+    obs = torch.randn(1, 16, INPUT_DIM)
+    with torch.no_grad():
+        full, _ = agent.encode(obs)
+        window, _ = agent.encode(obs[:, 8:], None, torch.tensor([8]))
+    torch.testing.assert_close(window[:, 6:], full[:, 14:], atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(window[:, 0], full[:, 8], atol=1e-3)
+
+
+def test_padded_steps_do_not_change_loss_or_gradients() -> None:
+    torch.manual_seed(0)
+    agent = _agent()
+    batch = _batch()
+    batch.mask[1, 7:] = 0.0
+    batch.mask[3, 2:] = 0.0
+
+    def loss_and_grads(b: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        agent.zero_grad()
+        loss, _ = agent.loss(b, torch.Generator().manual_seed(1))
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in agent.optimized_parameters() if p.grad is not None]
+
+    loss, grads = loss_and_grads(batch)
+    garbage = _batch(generator=torch.Generator().manual_seed(99))
+    scrambled = Batch(**{name: getattr(batch, name).clone() for name in Batch.__dataclass_fields__})
+    pad = scrambled.mask == 0
+    scrambled.actions[pad] = garbage.actions[pad]
+    scrambled.rewards[pad] = garbage.rewards[pad] * 100.0
+    scrambled.dones[pad] = 1.0
+    # Observations after the last real next-state are padding too.
+    scrambled.obs[1, 9:] = garbage.obs[1, 9:]
+    scrambled.obs[3, 4:] = garbage.obs[3, 4:]
+    loss2, grads2 = loss_and_grads(scrambled)
+    torch.testing.assert_close(loss, loss2)
+    for a, b in zip(grads, grads2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_actor_term_does_not_train_the_critics() -> None:
+    agent = _agent(critic_coef=0.0, actor_coef=1.0, bc_coef=0.0)
+    critic_before = [p.detach().clone() for p in agent.critics.parameters()]
+    actor_before = [p.detach().clone() for p in agent.actor.parameters()]
+    optimizer = torch.optim.AdamW(agent.optimized_parameters(), lr=1e-2, weight_decay=0.0)
+    loss, _ = agent.loss(_batch())
+    loss.backward()
+    assert all(p.grad is None or torch.count_nonzero(p.grad) == 0 for p in agent.critics.parameters())
+    assert any(p.grad is not None and torch.count_nonzero(p.grad) > 0 for p in agent.timestep_encoder.parameters())
+    optimizer.step()
+    for before, after in zip(critic_before, agent.critics.parameters(), strict=True):
+        torch.testing.assert_close(before, after.detach(), rtol=0, atol=0)
+    assert any(not torch.equal(b, a) for b, a in zip(actor_before, agent.actor.parameters(), strict=True))
+
+
+def test_critic_term_trains_critics() -> None:
+    agent = _agent(critic_coef=1.0, actor_coef=0.0, bc_coef=0.0)
+    loss, _ = agent.loss(_batch())
+    loss.backward()
+    assert all(p.grad is not None and torch.count_nonzero(p.grad) > 0 for p in agent.critics.parameters())
+    assert all(p.grad is None for p in agent.target_critics.parameters())
+
+
+def test_multi_gamma_targets_by_hand() -> None:
+    rewards = torch.tensor([[1.0, 0.5, 2.0]])
+    dones = torch.tensor([[0.0, 0.0, 1.0]])
+    next_values = torch.tensor([[[10.0, 20.0], [4.0, 8.0], [100.0, 100.0]]])
+    gammas = torch.tensor([0.5, 0.9])
+    expected = torch.tensor([[[1.0 + 5.0, 1.0 + 18.0], [0.5 + 2.0, 0.5 + 7.2], [2.0, 2.0]]])
+    torch.testing.assert_close(multi_gamma_targets(rewards, dones, next_values, gammas), expected)
+
+
+def test_agent_bootstraps_each_discount_from_its_own_head() -> None:
+    """With zero rewards and a one-step window, each discount's target is gamma * its own next-state value."""
+    agent = _agent(gammas=[0.5, 0.9], n_critics=2, critic_subset=2)
+    bins, gammas = agent.bins, agent.gammas
+    with torch.no_grad():
+        for p in agent.target_critics.parameters():
+            p.zero_()
+        # Bias of the last target layer: every bin logit zero except one per discount.
+        bias = torch.full((2, 2, N_ACTIONS, len(bins)), -30.0)
+        level = {0: int(torch.argmin((bins - symlog(torch.tensor(4.0))).abs())), 1: len(bins) // 2 + 3}
+        for g, b in level.items():
+            bias[:, g, :, b] = 30.0
+        agent.target_critics.b2.copy_(bias.reshape(2, -1))
+    features = torch.randn(1, 1, agent.config.d_model)
+    q = agent.q_values(features, agent.target_critics)
+    torch.testing.assert_close(q[0, 0, 0, 0, 0], symexp(bins[level[0]]), atol=1e-4, rtol=1e-4)
+    targets = multi_gamma_targets(torch.zeros(1, 1), torch.zeros(1, 1), q[:, :, 0, :, 0], gammas)
+    torch.testing.assert_close(targets[0, 0], gammas * q[0, 0, 0, :, 0])
+
+
+def test_twohot_round_trip_and_symlog() -> None:
+    bins = torch.linspace(-6.0, 6.0, 33)
+    values = torch.tensor([-3.3, 0.0, 0.1, 2.718, 5.99])
+    encoded = twohot(values, bins)
+    torch.testing.assert_close(encoded.sum(-1), torch.ones(5))
+    torch.testing.assert_close((encoded * bins).sum(-1), values)
+    torch.testing.assert_close(symexp(symlog(torch.tensor([-50.0, 0.0, 83.3]))), torch.tensor([-50.0, 0.0, 83.3]))
+    logits = torch.log(twohot(symlog(torch.tensor([42.0])), bins) + 1e-12)
+    torch.testing.assert_close(expected_value(logits, bins), torch.tensor([42.0]), atol=1e-3, rtol=1e-4)
+
+
+def test_polyak_moves_only_target_heads_toward_online() -> None:
+    agent = _agent(tau=0.25)
+    with torch.no_grad():
+        for p in agent.critics.parameters():
+            p.add_(1.0)
+    before = [p.clone() for p in agent.target_critics.parameters()]
+    agent.update_targets()
+    for b, t, o in zip(before, agent.target_critics.parameters(), agent.critics.parameters(), strict=True):
+        torch.testing.assert_close(t, 0.75 * b + 0.25 * o)
+    names = {name for name, _ in agent.named_parameters() if name.startswith("target_")}
+    assert names and all(name.startswith("target_critics.") for name in names)
+    assert not any(name.startswith("target_critics.") for name, _ in agent.named_parameters() if _ in
+                   set(agent.optimized_parameters()))  # fmt: skip
+
+
+def test_memory_free_encoder_ignores_the_past() -> None:
+    agent = _agent(encoder="memory_free").eval()
+    obs = torch.randn(1, 6, INPUT_DIM)
+    changed = obs.clone()
+    changed[:, :3] = torch.randn(1, 3, INPUT_DIM)
+    with torch.no_grad():
+        torch.testing.assert_close(agent.encode(obs)[0][:, 3:], agent.encode(changed)[0][:, 3:])

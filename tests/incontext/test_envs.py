@@ -1,0 +1,138 @@
+"""Contract tests of the meta-RL environments: checkers, determinism, pickling, and the rules themselves."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import envs
+from envs.metarl import BernoulliBanditEnv, DarkKeyDoorEnv, PassiveTMazeEnv, RL2Wrapper
+
+METARL_IDS = [env_id for env_id in envs.ENV_IDS if env_id.split("/")[1].split("-")[0] in {
+    "BernoulliBandit", "PassiveTMaze", "DarkKeyDoor"}]  # fmt: skip
+
+
+def test_all_metarl_envs_registered() -> None:
+    assert len(METARL_IDS) == 3
+
+
+@pytest.mark.parametrize("env_id", METARL_IDS)
+@pytest.mark.parametrize("rl2", [False, True])
+def test_checkers(env_id: str, rl2: bool) -> None:
+    env = gym.make(env_id)
+    target = RL2Wrapper(env) if rl2 else env.unwrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium warns that a wrapped env is not the raw one; that is the point
+        check_env(target, skip_render_check=True)
+        sb3_check_env(target, warn=False)
+
+
+def _rollout(env: gym.Env, seed: int, steps: int) -> list[tuple]:
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    out = [tuple(np.asarray(obs).ravel())]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        out.append((*np.asarray(obs).ravel(), reward, terminated, truncated))
+        if terminated or truncated:
+            obs, _ = env.reset()
+            out.append(tuple(np.asarray(obs).ravel()))
+    return out
+
+
+@pytest.mark.parametrize("env_id", METARL_IDS)
+def test_same_seed_same_rollout(env_id: str) -> None:
+    first = _rollout(RL2Wrapper(gym.make(env_id)), seed=3, steps=300)
+    second = _rollout(RL2Wrapper(gym.make(env_id)), seed=3, steps=300)
+    other = _rollout(RL2Wrapper(gym.make(env_id)), seed=4, steps=300)
+    assert first == second
+    assert first != other
+
+
+@pytest.mark.parametrize("env_id", METARL_IDS)
+def test_pickle_round_trip(env_id: str) -> None:
+    env = RL2Wrapper(gym.make(env_id))
+    env.reset(seed=1)
+    env.step(0)
+    clone = pickle.loads(pickle.dumps(env))
+    for action in [1, 0, 1, 1, 0]:
+        a = env.step(action)
+        b = clone.step(action)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:4] == b[1:4]
+
+
+def test_rl2_inputs() -> None:
+    env = RL2Wrapper(gym.make("rolloutlab/BernoulliBandit-v0", n_arms=3, horizon=4))
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [0.0, 0, 0, 0, 0.0, 1.0])  # t/H, no previous action, reward 0, reset flag
+    obs, reward, *_ = env.step(2)
+    np.testing.assert_array_equal(obs, [0.25, 0, 0, 1, reward, 0.0])
+
+
+def test_bandit_ends_after_horizon_and_pays_by_means() -> None:
+    env = BernoulliBanditEnv(n_arms=2, horizon=5000)
+    env.reset(seed=0)
+    total, done, steps = 0.0, False, 0
+    while not done:
+        _, reward, done, truncated, _ = env.step(1)
+        total += float(reward)
+        steps += 1
+        assert not truncated
+    assert steps == 5000
+    assert abs(total / 5000 - env.means[1]) < 0.03
+
+
+def test_tmaze_cue_only_at_start_and_memoryless_is_half() -> None:
+    env = PassiveTMazeEnv(corridor_length=3)
+    successes = []
+    for seed in range(400):
+        obs, _ = env.reset(seed=seed)
+        cue = obs[0]
+        assert cue in (-1.0, 1.0)
+        for _ in range(3):
+            obs, reward, terminated, _, _ = env.step(0)
+            assert obs[0] == 0.0 and reward == 0.0 and not terminated
+        assert obs[1] == 1.0  # at the junction
+        _, reward, terminated, _, _ = env.step(0)  # a memory-free agent: always "up"
+        assert terminated
+        assert reward == float(cue == 1.0)
+        successes.append(reward)
+    assert 0.42 < np.mean(successes) < 0.58
+
+
+def test_keydoor_key_then_door_then_back_to_start() -> None:
+    env = DarkKeyDoorEnv()
+    env.reset(seed=5)
+    env.pos = env.key.copy()
+    # Step off the key and back on it: +1 and the key.
+    neighbour_action = 0 if env.key[1] < env.size - 1 else 1
+    back_action = 1 - neighbour_action
+    env.step(neighbour_action)
+    _, reward, _, _, info = env.step(back_action)
+    assert reward == 1.0 and env.has_key and not info["inner_reset"]
+    env.pos = env.door.copy()
+    env.step(neighbour_action if env.door[1] < env.size - 1 else 1)
+    obs, reward, _, _, info = env.step(back_action if env.door[1] < env.size - 1 else 0)
+    assert reward == 1.0 and info["inner_reset"]
+    np.testing.assert_array_equal(env.pos, env.start)
+    assert obs[2] == 0.0
+
+
+def test_keydoor_rollout_is_500_steps_with_50_step_episodes() -> None:
+    env = DarkKeyDoorEnv()
+    env.reset(seed=0)
+    resets, steps, done = [], 0, False
+    while not done:
+        _, _, done, _, info = env.step(2)  # walk into the left wall forever: never finds the door
+        steps += 1
+        if info["inner_reset"]:
+            resets.append(steps)
+    assert steps == 500
+    assert resets == list(range(50, 501, 50))
