@@ -34,6 +34,17 @@ from mbrl.termination import TerminationFn, termination_fn
 
 #: rl-zoo's tuned DQN hyperparameters (rl-baselines3-zoo ``hyperparams/dqn.yml``); ``gradient_steps = -1`` means
 #: "as many as env steps collected" (``train_freq``), as in SB3.
+#: Feedback keys :meth:`BatchedDynaDQN.run_phase` returns for every run (the meta-controller's raw observation).
+FEEDBACK_KEYS: tuple[str, ...] = (
+    "mean_return",
+    "model_return_error",
+    "model_length_error",
+    "model_holdout_loss",
+    "disagreement_mean",
+    "env_steps",
+    "budget_fraction",
+)
+
 ZOO_DQN: dict[str, dict[str, Any]] = {
     "MountainCar": {
         "learning_rate": 4e-3,

@@ -302,7 +302,7 @@ class MBPO:
             "first_step_disagreement": last.first_step_disagreement if last else np.zeros(0),
             "eval_return": eval_return,
             "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
-            # The same quantities under the names of the Dyna feedback (meta.rollout_length.inner.FEEDBACK_KEYS),
+            # The same quantities under the names of the Dyna feedback (mbrl.algorithms.dyna.FEEDBACK_KEYS),
             # so a learned controller reads MBPO runs too.
             "mean_return": eval_return,
             "model_holdout_loss": nll,

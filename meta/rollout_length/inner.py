@@ -16,17 +16,6 @@ import numpy as np
 
 EnvFn = Callable[[], gym.Env]
 
-#: Feedback keys every inner learner's ``run_phase`` returns (per run).
-FEEDBACK_KEYS: tuple[str, ...] = (
-    "mean_return",
-    "model_return_error",
-    "model_length_error",
-    "model_holdout_loss",
-    "disagreement_mean",
-    "env_steps",
-    "budget_fraction",
-)
-
 
 class InnerLearner(Protocol):
     """B inner runs advanced together, one phase per meta-decision."""
@@ -35,7 +24,7 @@ class InnerLearner(Protocol):
         """Advance every run by one phase of real interaction, then a Dyna burst with rollout length ``ks[i]``.
 
         Returns:
-            One feedback dict per run with at least the keys in :data:`FEEDBACK_KEYS`.
+            One feedback dict per run with at least the keys in :data:`mbrl.algorithms.dyna.FEEDBACK_KEYS`.
         """
         ...
 
