@@ -9,6 +9,7 @@ pillar functions and passes them in.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -75,7 +76,8 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
     Returns:
         The summary written to ``summary.json``.
     """
-    console = console or Console()
+    # Rich wraps to 80 columns when stdout is not a terminal (CI logs, `make run | tee`); the table needs more.
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
     out_dir.mkdir(parents=True, exist_ok=True)
     lines: list[BenchLine] = []
     missing: dict[str, str] = {}
