@@ -59,6 +59,10 @@ class ModelConfig:
         patience: Epochs without improvement of any member before training stops (MBPO: 5).
         improvement_threshold: Relative holdout-MSE improvement that counts as an improvement (MBPO: 0.01).
         max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call.
+        max_train_steps: Optional cap on minibatch gradient steps per :meth:`DynamicsModel.fit` call (``None``: no
+            cap). Each fit warm-starts from the previous weights, so when the buffer grows large a fixed number of
+            steps keeps the refit cost flat instead of growing with the data; the holdout check still runs on the
+            partial last epoch.
         bootstrap: Each member trains on its own bootstrap resample (``True``) or on the same data in its own shuffled
             order (``False``).
         learned_termination: Also train a termination classifier (for envs without a known termination function).
@@ -79,6 +83,7 @@ class ModelConfig:
     patience: int = 5
     improvement_threshold: float = 0.01
     max_epochs: int = 100
+    max_train_steps: int | None = None
     bootstrap: bool = True
     learned_termination: bool = False
     termination_hidden_size: int = 64
@@ -117,6 +122,8 @@ class DynamicsModel:
     """
 
     def __init__(self, obs_dim: int, action_dim: int, discrete_actions: bool, cfg: ModelConfig, seed: int = 0) -> None:
+        if cfg.max_train_steps is not None and cfg.max_train_steps < 1:
+            raise ValueError(f"ModelConfig.max_train_steps must be >= 1 or None, got {cfg.max_train_steps}")
         self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
         self.cfg = cfg
         in_dim, out_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
@@ -255,11 +262,15 @@ class DynamicsModel:
         else:
             member_idx = np.tile(np.arange(n_train), (e, 1))
         restored = False
-        epochs, since_improved, last_loss = 0, 0, math.nan
-        while epochs < cfg.max_epochs:
+        epochs, since_improved, last_loss, steps_taken = 0, 0, math.nan, 0
+        step_cap = math.inf if cfg.max_train_steps is None else cfg.max_train_steps
+        while epochs < cfg.max_epochs and steps_taken < step_cap:
             member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
             losses = []
             for start in range(0, n_train, cfg.batch_size):
+                if steps_taken >= step_cap:
+                    break
+                steps_taken += 1
                 batch = torch.as_tensor(member_idx[:, start : start + cfg.batch_size])
                 xb, yb = x_tr[batch], y_tr[batch]
                 loss = self.ensemble.loss(xb, yb)
@@ -307,6 +318,7 @@ class DynamicsModel:
             "model/holdout_nll": float(nll[elites].mean()),
             "model/holdout_mse": float(mse[elites].mean()),
             "model/train_epochs": float(epochs),
+            "model/train_steps": float(steps_taken),
             "model/train_loss": last_loss,
             "model/num_train": float(n_train),
             "model/num_holdout": float(n_hold),

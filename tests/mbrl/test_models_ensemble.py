@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -119,6 +120,18 @@ def test_fit_learns_and_members_differ_after_bootstrap() -> None:
     assert step.next_obs.shape == (50, 2) and step.reward.shape == (50,) and step.disagreement.shape == (50,)
     assert step.terminated_prob is None and step.finite.all()
     np.testing.assert_allclose(step.next_obs, data[3][:50], atol=0.15)
+
+
+def test_max_train_steps_caps_gradient_steps_per_fit() -> None:
+    data = _linear_data(1000)  # 800 train rows at batch 64: 13 steps per epoch
+    cfg = ModelConfig(ensemble_size=3, num_elites=2, hidden_size=16, num_layers=2, max_epochs=50, batch_size=64,
+                      patience=50, max_train_steps=20)  # fmt: skip
+    metrics = DynamicsModel(2, 3, True, cfg, seed=0).fit(*data)
+    assert metrics["model/train_steps"] == 20.0 and metrics["model/train_epochs"] == 2.0  # one full epoch + 7 steps
+    uncapped = DynamicsModel(2, 3, True, dataclasses.replace(cfg, max_train_steps=None), seed=0).fit(*data)
+    assert uncapped["model/train_steps"] == 13.0 * uncapped["model/train_epochs"] > 20.0
+    with pytest.raises(ValueError, match="max_train_steps"):
+        DynamicsModel(2, 3, True, dataclasses.replace(cfg, max_train_steps=0))
 
 
 def test_elites_are_lowest_holdout_error_and_only_elites_predict() -> None:
