@@ -91,6 +91,11 @@ def markdown(summary: dict[str, Any]) -> str:
             f"| {entry['env']} | | | | **ratio best SAC / MBPO** | | **{_fmt(ratio, 2)}** "
             f"[{_fmt(ci[0] if ci else None, 2)}, {_fmt(ci[1] if ci else None, 2)}] | | | | |"
         )
+        for arm, row in (entry.get("ratio_by_sac_arm") or {}).items():
+            lines.append(
+                f"| {entry['env']} | | | | ratio {arm} / MBPO | | {_fmt(row['ratio'], 2)} "
+                f"[{_fmt(row['ci'][0], 2)}, {_fmt(row['ci'][1], 2)}] | | | | |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -108,7 +113,7 @@ def main() -> None:
         entry["command"] = (
             f"python experiments/mbrl/sample_efficiency.py --env-id {a['env_id']} --threshold {a['threshold']:g} "
             f"--budget {a['budget']} --seeds {a['seeds']} --updates-per-step {a['updates_per_step']} "
-            f"--controller {a['controller']}"
+            f"--controller {a['controller']}" + (f" --tag {a['tag']}" if a.get("tag") else "")
         )
         summary["sample_efficiency"].append(entry)
         mbpo_runs = [r for r in data["runs"] if r["arm"] == "mbpo" and r["seed"] in entry["seeds"]]

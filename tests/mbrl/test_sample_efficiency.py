@@ -58,3 +58,16 @@ def test_summary_entry_schema() -> None:
     assert sac["final_return"] == [-800.0, -800.0]
     assert entry["ratio_best_sac_over_mbpo"] == pytest.approx(1.0)
     assert entry["never_reached_counts_as_budget"] is True
+
+
+def test_ratio_by_sac_arm_reports_each_arm_next_to_the_best() -> None:
+    def run(arm: str, seed: int, reached_at: int) -> dict[str, object]:
+        return {"arm": arm, "seed": seed, "eval": [[reached_at, 0.0]], "final_return": 0.0, "seconds_per_1k_steps": 1.0}
+
+    runs = [run("mbpo", s, 1000) for s in range(3)]
+    runs += [run("sac_same_utd", s, 2000) for s in range(3)] + [run("sac_default", s, 6000) for s in range(3)]
+    entry = summarize_env("Pendulum-v1", -1.0, 10_000, runs, np.random.default_rng(0))
+    assert entry["ratio_best_sac_over_mbpo"] == pytest.approx(2.0)  # the faster SAC arm sets the headline
+    by_arm = entry["ratio_by_sac_arm"]
+    assert by_arm["sac_same_utd"]["ratio"] == pytest.approx(2.0)
+    assert by_arm["sac_default"]["ratio"] == pytest.approx(6.0) and by_arm["sac_default"]["ci"] == [6.0, 6.0]
