@@ -30,6 +30,8 @@ class Args:
     """folder holding the benchmark JSONs; summary.json is written there"""
     bootstrap_reps: int = 2000
     """bootstrap resamples for the rliable intervals"""
+    dyna_file: str = "dyna.json"
+    """the Dyna-vs-DQN result inside ``results`` (written by ``dyna_vs_dqn.py --out``)"""
 
 
 def parse_args() -> Args:
@@ -96,7 +98,54 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {entry['env']} | | | | ratio {arm} / MBPO | | {_fmt(row['ratio'], 2)} "
                 f"[{_fmt(row['ci'][0], 2)}, {_fmt(row['ci'][1], 2)}] | | | | |"
             )
+    lines += ["", *dyna_markdown(summary)]
     return "\n".join(lines) + "\n"
+
+
+def dyna_markdown(summary: dict[str, Any]) -> list[str]:
+    """The Dyna-DQN vs DQN table and its costs, quoted in docs/dyna.md."""
+    if not summary["dyna"]:
+        return []
+    lines = [
+        "| env | budget | seeds | arm | final greedy return, mean ± s.e. | per seed | AUC (mean of curve) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in summary["dyna"]:
+        for arm, row in entry["arms"].items():
+            finals = ", ".join(_fmt(v) for v in row["final_return"])
+            lines.append(
+                f"| {entry['env']} | {entry['budget']} | {len(entry['seeds'])} | {arm} "
+                f"| {row['mean']:.1f} ± {row['se']:.1f} | {finals} | {row['auc']:.1f} |"
+            )
+    costs = summary["costs"].get("dyna", {})
+    lines += ["", "| env | cost | value |", "|---|---|---|"]
+    for env_id, row in costs.items():
+        if env_id == "throughput":
+            continue
+        batched = row.get("batched_dyna", {})
+        if batched:
+            lines.append(
+                f"| {env_id} | Dyna arms, {batched['batched_runs']} runs batched: wall s per 1k env steps per run "
+                f"| {batched['wall_seconds_per_1k_env_steps_per_run']:.2f} |"
+            )
+            lines.append(
+                f"| {env_id} | model-rollout throughput (imagined transitions / s) "
+                f"| {batched['imagined_transitions_per_second']:.0f} |"
+            )
+        if "dqn_zoo" in row:
+            lines.append(
+                f"| {env_id} | SB3 DQN (rl-zoo): wall s per 1k env steps "
+                f"| {row['dqn_zoo']['wall_seconds_per_1k_env_steps']:.2f} |"
+            )
+    throughput = costs.get("throughput")
+    if throughput:
+        for key, row in throughput.items():
+            if key.startswith("runs_"):
+                lines.append(
+                    f"| {throughput['env']} | Dyna-DQN env steps / s (acting + learning, K = 0), {key[5:]} run(s) in "
+                    f"one process | {row['env_steps_per_second_total']:.0f} |"
+                )
+    return lines
 
 
 def main() -> None:
@@ -127,7 +176,7 @@ def main() -> None:
         }
         summary["aggregate_iqm_final_return"][a["env_id"]] = iqm_by_arm(entry, args.bootstrap_reps)
         sources.append(path.name)
-    dyna_path = results / "dyna.json"
+    dyna_path = results / args.dyna_file
     if dyna_path.exists():
         dyna = json.loads(dyna_path.read_text())
         summary["dyna"] = dyna.get("dyna", [])
