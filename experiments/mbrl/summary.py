@@ -1,9 +1,10 @@
 """Assemble ``results/summary.json`` (issue 4's result file) from the benchmark JSONs beside it.
 
-Reads every ``results/sample_efficiency_<env>.json`` written by ``sample_efficiency.py`` and ``results/dyna.json``
-written by ``dyna_vs_dqn.py``; adds costs (wall-clock per 1k env steps per arm, imagined transitions per second) and an
-rliable aggregate (IQM of final returns with 95% stratified-bootstrap intervals, per env). Nothing is recomputed from
-scratch: the per-seed runs are the ones stored in those files.
+Reads every ``results/sample_efficiency_<env>.json`` written by ``sample_efficiency.py`` and the Dyna result
+(``results/dyna.json``, or ``--dyna-file``) written by ``dyna_vs_dqn.py``; adds costs (wall-clock per 1k env steps per
+arm, imagined transitions per second) and rliable aggregates (IQM of final returns with 95% stratified-bootstrap
+intervals, per env, for both benchmarks). Nothing is recomputed from scratch: the per-seed runs are the ones stored in
+those files.
 
     python experiments/mbrl/summary.py
 """
@@ -107,15 +108,19 @@ def dyna_markdown(summary: dict[str, Any]) -> list[str]:
     if not summary["dyna"]:
         return []
     lines = [
-        "| env | budget | seeds | arm | final greedy return, mean ± s.e. | per seed | AUC (mean of curve) |",
-        "|---|---|---|---|---|---|---|",
+        "| env | budget | seeds | arm | final greedy return, mean ± s.e. | per seed | IQM final [95% CI] "
+        "| AUC (mean of curve) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for entry in summary["dyna"]:
+        iqm = summary.get("aggregate_iqm_dyna_final_return", {}).get(entry["env"], {})
         for arm, row in entry["arms"].items():
             finals = ", ".join(_fmt(v) for v in row["final_return"])
+            agg = iqm.get(arm)
+            agg_text = f"{agg['iqm']:.0f} [{agg['ci'][0]:.0f}, {agg['ci'][1]:.0f}]" if agg else "—"
             lines.append(
                 f"| {entry['env']} | {entry['budget']} | {len(entry['seeds'])} | {arm} "
-                f"| {row['mean']:.1f} ± {row['se']:.1f} | {finals} | {row['auc']:.1f} |"
+                f"| {row['mean']:.1f} ± {row['se']:.1f} | {finals} | {agg_text} | {row['auc']:.1f} |"
             )
     costs = summary["costs"].get("dyna", {})
     lines += ["", "| env | cost | value |", "|---|---|---|"]
@@ -180,6 +185,9 @@ def main() -> None:
     if dyna_path.exists():
         dyna = json.loads(dyna_path.read_text())
         summary["dyna"] = dyna.get("dyna", [])
+        summary["aggregate_iqm_dyna_final_return"] = {
+            entry["env"]: iqm_by_arm(entry, args.bootstrap_reps) for entry in summary["dyna"]
+        }
         summary["costs"]["dyna"] = dyna.get("costs", {})
         sources.append(dyna_path.name)
     summary["sources"] = sources
