@@ -69,6 +69,10 @@ def _fmt(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
+def _iqm_text(agg: dict[str, Any] | None) -> str:
+    return f"{agg['iqm']:.0f} [{agg['ci'][0]:.0f}, {agg['ci'][1]:.0f}]" if agg else "—"
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The sample-efficiency table quoted in docs/mbrl.md."""
     lines = [
@@ -81,8 +85,7 @@ def markdown(summary: dict[str, Any]) -> str:
         for arm, row in entry["arms"].items():
             steps = ", ".join("never" if s is None else str(s) for s in row["steps_to_threshold"])
             finals = ", ".join(_fmt(v) for v in row["final_return"])
-            agg = iqm.get(arm)
-            agg_text = f"{agg['iqm']:.0f} [{agg['ci'][0]:.0f}, {agg['ci'][1]:.0f}]" if agg else "—"
+            agg_text = _iqm_text(iqm.get(arm))
             lines.append(
                 f"| {entry['env']} | {entry['threshold']:g} | {entry['budget']} | {len(entry['seeds'])} | {arm} "
                 f"| {steps} | {_fmt(row['median_steps'])} | {row['never_reached']} | {finals} | {agg_text} "
@@ -116,8 +119,7 @@ def dyna_markdown(summary: dict[str, Any]) -> list[str]:
         iqm = summary.get("aggregate_iqm_dyna_final_return", {}).get(entry["env"], {})
         for arm, row in entry["arms"].items():
             finals = ", ".join(_fmt(v) for v in row["final_return"])
-            agg = iqm.get(arm)
-            agg_text = f"{agg['iqm']:.0f} [{agg['ci'][0]:.0f}, {agg['ci'][1]:.0f}]" if agg else "—"
+            agg_text = _iqm_text(iqm.get(arm))
             lines.append(
                 f"| {entry['env']} | {entry['budget']} | {len(entry['seeds'])} | {arm} "
                 f"| {row['mean']:.1f} ± {row['se']:.1f} | {finals} | {agg_text} | {row['auc']:.1f} |"
