@@ -20,8 +20,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import multiprocessing
 import shutil
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,10 @@ class Args:
     """B: inner runs batched together during meta-training"""
     workers: int = 1
     """worker processes for meta-training (1 = in-process batching only)"""
+    eval_workers: int = 1
+    """worker processes for the test arms: the model-based arms are split into this many batched groups and run beside
+    the dqn_zoo arm (1 = everything in this process, one after another). Run i of every arm keeps its inner seed
+    whatever the grouping, so the paired comparison is unchanged."""
     test_runs: int = 8
     """inner runs per arm on the perturbed test env (same seeds for every arm)"""
     arms: str = ",".join(ALL_ARMS)
@@ -185,6 +192,43 @@ def _progress(env_id: str, phase: int) -> None:
     print(f"[{env_id}] test phase {phase + 1} done", flush=True)
 
 
+def evaluate_task(
+    args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, checkpoint: str, arms: list[str]
+) -> dict[str, Any]:
+    """One unit of test work: a batched group of model-based arms (checkpointed per phase), or the dqn_zoo arm."""
+    set_torch_threads(1)
+    if arms == ["dqn_zoo"]:
+        print(f"[{env_id}] arm dqn_zoo: {args.test_runs} runs x {args.budget} steps", flush=True)
+        return {"dqn_zoo": run_dqn_zoo(env_id, args.budget, args.test_runs, args.test_seed, None, args.final_episodes)}
+    print(f"[{env_id}] arms {arms}: {args.test_runs} runs each x {args.budget} steps", flush=True)
+    specs = [f"learned:{out / f'{env_id}_{POLICY_NAME}'}" if a == "meta" else a for a in arms]
+    return run_arms(
+        specs,
+        cfg,
+        args.test_runs,
+        args.test_seed,
+        None,
+        args.final_episodes,
+        checkpoint=checkpoint,
+        on_phase=functools.partial(_progress, env_id),
+    )
+
+
+def run_test_tasks(
+    args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, tasks: list[tuple[str, list[str]]]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(arm, result)`` as each task finishes: in this process, or over ``args.eval_workers`` processes."""
+    if args.eval_workers <= 1 or len(tasks) <= 1:
+        for checkpoint, arms in tasks:
+            yield from evaluate_task(args, env_id, cfg, out, checkpoint, arms).items()
+        return
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=min(args.eval_workers, len(tasks)), mp_context=context) as pool:
+        futures = [pool.submit(evaluate_task, args, env_id, cfg, out, checkpoint, arms) for checkpoint, arms in tasks]
+        for future in as_completed(futures):
+            yield from future.result().items()
+
+
 def table(summary: dict[str, Any]) -> str:
     envs = list(summary["envs"])
     lines = ["| arm | " + " | ".join(envs) + " |", "|---|" + "---|" * len(envs)]
@@ -226,32 +270,19 @@ def main() -> None:
             per_env["episodes_done"] = train_summary["episodes_done"]
             summary["meta_training"]["per_env"][env_id] = per_env
         model_arms = [a for a in arms if a != "dqn_zoo" and a not in done]
-        if model_arms:
-            # All model-based arms advance in one batched learner (same seeds per run index), checkpointed per phase.
-            print(f"[{env_id}] arms {model_arms}: {args.test_runs} runs each x {args.budget} steps", flush=True)
-            specs = [f"learned:{out / f'{env_id}_{POLICY_NAME}'}" if a == "meta" else a for a in model_arms]
-            ckpt = Path(args.run_root) / f"arms_{env_id}.pt"
-            results = run_arms(
-                specs,
-                cfg,
-                args.test_runs,
-                args.test_seed,
-                None,
-                args.final_episodes,
-                checkpoint=ckpt,
-                on_phase=functools.partial(_progress, env_id),
-            )
-            for arm, result in results.items():
-                result["inner_env_steps"] = args.test_runs * args.budget
-                done[arm] = result
-                print(f"[{env_id}] arm {arm}: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
-            atomic_write_json(arms_path, {"protocol": protocol(args), "arms": done})
+        tasks: list[tuple[str, list[str]]] = []
+        groups = [model_arms[j :: max(args.eval_workers, 1)] for j in range(max(args.eval_workers, 1))]
+        groups = [g for g in groups if g]
+        for j, group in enumerate(groups):
+            # One checkpoint per group (the single-group name is the historical one, so older runs still resume).
+            name = f"arms_{env_id}.pt" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}.pt"
+            tasks.append((str(Path(args.run_root) / name), group))
         if "dqn_zoo" in arms and "dqn_zoo" not in done:
-            print(f"[{env_id}] arm dqn_zoo: {args.test_runs} runs x {args.budget} steps", flush=True)
-            result = run_dqn_zoo(env_id, args.budget, args.test_runs, args.test_seed, None, args.final_episodes)
+            tasks.append(("", ["dqn_zoo"]))
+        for arm, result in run_test_tasks(args, env_id, cfg, out, tasks):
             result["inner_env_steps"] = args.test_runs * args.budget
-            done["dqn_zoo"] = result
-            print(f"[{env_id}] arm dqn_zoo: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
+            done[arm] = result
+            print(f"[{env_id}] arm {arm}: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
             atomic_write_json(arms_path, {"protocol": protocol(args), "arms": done})
         entry: dict[str, Any] = {"arms": done, "physics": TEST_PHYSICS[env_id], "protocol": env_protocol(args)}
         entry.update(compare(done))
