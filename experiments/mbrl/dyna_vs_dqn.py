@@ -11,12 +11,14 @@ over seeds and arms). Every ``phase_length`` env steps each run is evaluated gre
 SB3's ``EvalCallback`` for ``dqn_zoo``); AUC is the mean of those evaluations (the normalized area under the learning
 curve), and the final return is a greedy evaluation of ``final_eval_episodes`` episodes after the budget.
 
-Usage (finished (env, arm) pairs are kept in the output JSON and skipped on a rerun, so a killed run resumes):
+Usage (finished (env, arm) pairs are kept in the output JSON and skipped on a rerun, so a killed run resumes); the
+committed 5-seed run (docs/dyna.md) is:
 
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/mbrl/dyna_vs_dqn.py --budget 50000 --seeds 0,1,2
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/mbrl/dyna_vs_dqn.py --budget 20000 --seeds 0,1,2,3,4 \
+        --out experiments/mbrl/results/dyna_s5.json
 
-Writes ``results/dyna.json`` (resolved args, per-seed curves, the ``"dyna"`` entries and ``"costs"`` of
-``summary.json``) and ``results/dyna.png`` (learning curves, mean ± standard error).
+Writes ``--out`` (default ``results/dyna.json``: resolved args, per-seed curves, the ``"dyna"`` entries and ``"costs"``
+of ``summary.json``) and the same name with ``.png`` (learning curves, mean ± standard error).
 """
 
 from __future__ import annotations

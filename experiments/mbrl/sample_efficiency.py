@@ -1,13 +1,15 @@
 """MBPO vs SB3 SAC (same updates per env step, and SAC's default): steps to a return threshold, same seeds and budget.
 
-Usage (one env per call; finished seeds are kept in results/partial/ and skipped on a rerun, so a killed run resumes):
+Usage (one env per call; finished seeds are kept in results/partial/ and skipped on a rerun, so a killed run resumes).
+The committed results (docs/mbrl.md) came from:
 
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/mbrl/sample_efficiency.py --env-id Pendulum-v1
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/mbrl/sample_efficiency.py --env-id InvertedPendulum-v5 \
-        --threshold 950 --budget 3000
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id Pendulum-v1 --threshold -200 \
+        --budget 10000 --updates-per-step 10 --tag g10
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id InvertedPendulum-v5 \
+        --threshold 950 --budget 10000 --updates-per-step 10 --tag g10
 
-Writes ``results/sample_efficiency_<env>.json`` (resolved args, every run's eval curve, the summary entry in the
-schema of ``summary.json``) and ``results/sample_efficiency_<env>.png`` (learning curves, mean ± standard error).
+Writes ``results/sample_efficiency_<env>[_<tag>].json`` (resolved args, every run's eval curve, the summary entry in
+the schema of ``summary.json``) and the matching ``.png`` (learning curves, mean ± standard error).
 ``experiments/mbrl/summary.py`` then assembles ``results/summary.json``.
 """
 

@@ -179,7 +179,7 @@ def main() -> None:
                 arm: float(np.median(row["seconds_per_1k_steps"])) for arm, row in entry["arms"].items()
             },
             "mbpo_imagined_transitions_per_second_median": float(np.median(imagined)) if imagined else None,
-            "note": "wall-clock on a 2-core machine shared with other jobs (nice 10); compare arms, not machines",
+            "note": "wall-clock on the shared 2-core machine, other benchmarks beside it; compare arms, not machines",
         }
         summary["aggregate_iqm_final_return"][a["env_id"]] = iqm_by_arm(entry, args.bootstrap_reps)
         sources.append(path.name)
