@@ -240,7 +240,9 @@ def summarize_env(
         entry["ratio_ci"] = interval
         # Each SAC arm alone as well: the best-arm ratio hides how MBPO fares against SAC at its default update ratio.
         entry["ratio_by_sac_arm"] = {}
-        for arm, steps in sac_arms.items():
-            arm_ratio, arm_interval = ratio_with_interval({arm: steps}, arms["mbpo"]["steps_to_threshold"], budget, rng)
+        for arm, arm_steps in sac_arms.items():
+            arm_ratio, arm_interval = ratio_with_interval(
+                {arm: arm_steps}, arms["mbpo"]["steps_to_threshold"], budget, rng
+            )
             entry["ratio_by_sac_arm"][arm] = {"ratio": arm_ratio, "ci": arm_interval}
     return entry
