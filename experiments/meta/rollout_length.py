@@ -82,6 +82,8 @@ class Args:
     """world-model ensemble hidden width"""
     model_epochs: int = 5
     """world-model training epochs per refit (early stopping may stop sooner)"""
+    model_train_steps: int | None = None
+    """cap on world-model gradient steps per refit (keeps refits flat as the buffer grows; None: epochs only)"""
     eval_episodes: int = 2
     """greedy episodes per phase behind the feedback's mean_return"""
     run_root: str = "runs/meta-experiment"
@@ -96,13 +98,16 @@ def parse_args() -> Args:
 
 
 def env_config(args: Args, env_id: str) -> MetaEnvConfig:
+    model: dict[str, Any] = {"hidden_size": args.model_hidden, "max_epochs": args.model_epochs}
+    if args.model_train_steps is not None:
+        model["max_train_steps"] = args.model_train_steps
     dyna = {
         "net_arch": [int(x) for x in args.net_arch.split(",")],
         "num_model_rollouts": args.num_model_rollouts,
         "planning_updates": args.planning_updates,
         "eval_episodes": args.eval_episodes,
         "buffer_size": args.budget,
-        "model": {"hidden_size": args.model_hidden, "max_epochs": args.model_epochs},
+        "model": model,
     }
     return MetaEnvConfig(
         env_id=env_id,
