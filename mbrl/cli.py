@@ -163,6 +163,11 @@ def _train_dyna(
         for key in ("disagreement_mean", "rollout_disagreement_mean", "model_transitions", "epsilon"):
             if key in fb:
                 logger.record(f"meta/{key}", fb[key])
+        # The same per-horizon disagreement and sample-count keys as MBPO logs (docs/mbrl.md).
+        for h, value in enumerate(algo.last_disagreement_by_step[0]):
+            logger.record(f"meta/disagreement_h{h + 1}", value)
+        logger.record("model/real_samples", algo.buf_size)
+        logger.record("model/model_samples", fb.get("model_transitions", 0.0))
         logger.dump(int(algo.steps_done))
         state = {"algo": algo.state_dict(), "controller": ctrl.state_dict(), "k": k, "evals": evals, "feedback": last}
         save_checkpoint(run_dir / "checkpoint.pt", state, kind=DYNA_CHECKPOINT_KIND, config=meta)

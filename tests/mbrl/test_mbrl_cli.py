@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def test_dyna_dispatch_and_resume(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "result.json").read_text())
     assert summary["env_steps"] == 200 and [s for s, _ in summary["eval"]] == [100, 200]
     assert summary["controller"] == "fixed:2"
+    with (run_dir / "progress.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    logged = set(rows[-1])
+    assert {"meta/disagreement_h1", "meta/disagreement_h2", "model/real_samples", "model/model_samples"} <= logged
+    assert float(rows[-1]["model/real_samples"]) == 200 and float(rows[-1]["model/model_samples"]) > 0
     # Resuming a finished run is a no-op that still reports the same budget.
     again = runner.invoke(app, ["train", "--algo", "dyna", "--resume", str(run_dir)])
     assert again.exit_code == 0 and "200 env steps" in again.output
