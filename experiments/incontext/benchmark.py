@@ -5,8 +5,8 @@ benchmark loses at most the run in progress, and that run resumes from its check
 
 * ``references``: bandit reference policies (Monte Carlo over 20k tasks, exact DP for 2 arms), key-door random/oracle.
 * ``bandit_5x100`` / ``bandit_2x100``: agent and RecurrentPPO (at the agent's env steps), per seed.
-* ``tmaze``: success of the agent (and of RecurrentPPO at its env steps) vs corridor length, and the memory-free
-  encoder at the shortest corridor.
+* ``tmaze``: success of the agent (and of RecurrentPPO at its env steps) vs corridor length, per seed, and the
+  memory-free encoder at the shortest corridor.
 * ``keydoor``: agent and RecurrentPPO per seed.
 
 ``summarize.py`` merges the part files into ``summary.json`` and draws ``summary.png``.
@@ -107,6 +107,13 @@ def load_part(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _nest_single_seed_runs(runs: dict[str, Any]) -> None:
+    """Older T-maze files hold one run per corridor (seed 0); nest them as ``{corridor: {seed: run}}`` in place."""
+    for key, value in list(runs.items()):
+        if "eval" in value:
+            runs[key] = {"0": value}
+
+
 def run_agent(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -174,30 +181,37 @@ def main(args: Args) -> None:
 
     if args.part == "tmaze":
         corridors = [int(c) for c in args.corridors.split(",")]
-        part.setdefault("agent", {})
+        agent_runs = part.setdefault("agent", {})
+        ppo_runs = part.setdefault("recurrent_ppo", {})
+        for runs in (agent_runs, ppo_runs):
+            _nest_single_seed_runs(runs)
         for length in corridors:
             key = str(length)
-            if key not in part["agent"]:
-                cfg = train_config("tmaze", 0, args, corridor=length)
-                part["agent"][key] = run_agent(cfg, runs_root / f"agent_L{length}")
-                save()
-            elif args.extend_minutes > 0 and part["agent"][key]["eval"]["mean"] < 0.95:
-                # Resume the unsolved run from its checkpoint with a fresh wall-clock cap; env steps accumulate.
-                cfg = train_config("tmaze", 0, dataclasses.replace(args, minutes_per_run=args.extend_minutes), length)
-                previous = part["agent"][key]["wall_seconds"]
-                part["agent"][key] = run_agent(cfg, runs_root / f"agent_L{length}")
-                part["agent"][key]["wall_seconds"] += previous
-                part["agent"][key]["extended_minutes"] = args.extend_minutes
-                part.get("recurrent_ppo", {}).pop(key, None)
-                save()
-            print(f"tmaze L={length}: success {part['agent'][key]['eval']['mean']:.2f}", flush=True)
-            if key not in part.setdefault("recurrent_ppo", {}):
-                steps = part["agent"][key]["env_steps"]
-                ppo = train_recurrent_ppo("tmaze", steps, 0, 100, None, corridor_length=length)
-                ppo["eval"].pop("returns")
-                part["recurrent_ppo"][key] = ppo
-                save()
-            print(f"tmaze L={length}: recurrent_ppo {part['recurrent_ppo'][key]['eval']['mean']:.2f}", flush=True)
+            for seed in range(args.seeds):
+                s = str(seed)
+                per_seed = agent_runs.setdefault(key, {})
+                # Seed 0 keeps the directory name of the single-seed runs, so they still resume.
+                run_dir = runs_root / (f"agent_L{length}" if seed == 0 else f"agent_L{length}_seed{seed}")
+                if s not in per_seed:
+                    per_seed[s] = run_agent(train_config("tmaze", seed, args, corridor=length), run_dir)
+                    save()
+                elif args.extend_minutes > 0 and per_seed[s]["eval"]["mean"] < 0.95:
+                    # Resume the unsolved run from its checkpoint with a fresh wall-clock cap; env steps accumulate.
+                    extended = dataclasses.replace(args, minutes_per_run=args.extend_minutes)
+                    previous = per_seed[s]["wall_seconds"]
+                    per_seed[s] = run_agent(train_config("tmaze", seed, extended, length), run_dir)
+                    per_seed[s]["wall_seconds"] += previous
+                    per_seed[s]["extended_minutes"] = args.extend_minutes
+                    ppo_runs.get(key, {}).pop(s, None)
+                    save()
+                print(f"tmaze L={length} seed {seed}: success {per_seed[s]['eval']['mean']:.2f}", flush=True)
+                if s not in ppo_runs.setdefault(key, {}):
+                    steps = per_seed[s]["env_steps"]
+                    ppo = train_recurrent_ppo("tmaze", steps, seed, 100, None, corridor_length=length)
+                    ppo["eval"].pop("returns")
+                    ppo_runs[key][s] = ppo
+                    save()
+                print(f"tmaze L={length} seed {seed}: recurrent_ppo {ppo_runs[key][s]['eval']['mean']:.2f}", flush=True)
         if "memory_free" not in part:
             cfg = train_config("tmaze", 0, args, corridor=corridors[0], encoder="memory_free")
             part["memory_free"] = {"corridor": corridors[0], **run_agent(cfg, runs_root / "memory_free")}

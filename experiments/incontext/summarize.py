@@ -60,6 +60,46 @@ def _bandit(name: str, refs: dict[str, Any], target: float) -> dict[str, Any]:
     return out
 
 
+def _by_corridor(runs: dict[str, Any], field: str = "success") -> dict[str, dict[str, float]]:
+    """``{corridor: {seed: value}}`` from ``{corridor: {seed: run}}`` (older single-run files count as seed 0)."""
+    out: dict[str, dict[str, float]] = {}
+    for length, per_seed in sorted(runs.items(), key=lambda kv: int(kv[0])):
+        seeds = {"0": per_seed} if "eval" in per_seed else per_seed
+        out[length] = {
+            seed: float(run["eval"]["mean"] if field == "success" else run[field])
+            for seed, run in sorted(seeds.items(), key=lambda kv: int(kv[0]))
+        }
+    return out
+
+
+def _tmaze(part: dict[str, Any]) -> dict[str, Any]:
+    """Success vs corridor length: the mean over seeds per corridor is the curve; a corridor counts as solved when
+    that mean reaches the target (so one lucky seed does not solve it)."""
+    agent = _by_corridor(part.get("agent", {}))
+    ppo = _by_corridor(part.get("recurrent_ppo", {}))
+    steps = _by_corridor(part.get("agent", {}), "env_steps")
+    by_length = {k: float(np.mean(list(v.values()))) for k, v in agent.items()}
+    solved = [int(k) for k, v in by_length.items() if v >= TMAZE_SUCCESS]
+    out: dict[str, Any] = {
+        "success_by_corridor": by_length,
+        "success_by_corridor_per_seed": agent,
+        "seeds_solved_by_corridor": {k: sum(x >= TMAZE_SUCCESS for x in v.values()) for k, v in agent.items()},
+        "seeds_by_corridor": {k: len(v) for k, v in agent.items()},
+        "largest_solved_corridor": max(solved) if solved else None,
+        "memory_free_success": part["memory_free"]["eval"]["mean"] if "memory_free" in part else None,
+        "memory_free_corridor": part["memory_free"]["corridor"] if "memory_free" in part else None,
+        "recurrent_ppo_success_by_corridor": {k: float(np.mean(list(v.values()))) for k, v in ppo.items()},
+        "recurrent_ppo_success_by_corridor_per_seed": ppo,
+        "env_steps_by_corridor": {k: float(np.mean(list(v.values()))) for k, v in steps.items()},
+        "env_steps_by_corridor_per_seed": steps,
+        "target": f"mean success over seeds >= {TMAZE_SUCCESS} at L >= 100",
+        "target_met": any(length >= 100 for length in solved),
+    }
+    if not by_length:
+        out["status"] = "not run"
+    return out
+
+
 def build() -> dict[str, Any]:
     references = _load("references")
     flat = {
@@ -70,23 +110,7 @@ def build() -> dict[str, Any]:
         "bandit_5x100": _bandit("bandit_5x100", flat["bandit_5x100"], BANDIT5_TARGET),
         "bandit_2x100": _bandit("bandit_2x100", flat["bandit_2x100"], BANDIT2_TARGET),
     }
-    tmaze = _load("tmaze")
-    by_length = {k: v["eval"]["mean"] for k, v in sorted(tmaze.get("agent", {}).items(), key=lambda kv: int(kv[0]))}
-    solved = [int(k) for k, v in by_length.items() if v >= TMAZE_SUCCESS]
-    summary["tmaze"] = {
-        "success_by_corridor": by_length,
-        "largest_solved_corridor": max(solved) if solved else None,
-        "memory_free_success": tmaze["memory_free"]["eval"]["mean"] if "memory_free" in tmaze else None,
-        "memory_free_corridor": tmaze["memory_free"]["corridor"] if "memory_free" in tmaze else None,
-        "recurrent_ppo_success_by_corridor": {
-            k: v["eval"]["mean"] for k, v in sorted(tmaze.get("recurrent_ppo", {}).items(), key=lambda kv: int(kv[0]))
-        },
-        "env_steps_by_corridor": {k: v["env_steps"] for k, v in tmaze.get("agent", {}).items()},
-        "target": f"success >= {TMAZE_SUCCESS} at L >= 100",
-        "target_met": any(length >= 100 for length in solved),
-    }
-    if not by_length:
-        summary["tmaze"]["status"] = "not run"
+    summary["tmaze"] = _tmaze(_load("tmaze"))
     keydoor = _load("keydoor")
     oracle = flat["keydoor"].get("oracle")
     summary["keydoor"] = {
@@ -183,10 +207,15 @@ def markdown(summary: dict[str, Any]) -> str:
             f"| {refs} | >= {part.get('target', 0):.1f} | {met} |"
         )
     tmaze = summary["tmaze"]
-    curve = ", ".join(f"L={k}: {v:.2f}" for k, v in tmaze["success_by_corridor"].items())
+    curve = ", ".join(
+        f"L={k}: {v:.2f} ({tmaze['seeds_solved_by_corridor'][k]}/{tmaze['seeds_by_corridor'][k]} seeds solved)"
+        for k, v in tmaze["success_by_corridor"].items()
+    )
+    n_seeds = min(tmaze["seeds_by_corridor"].values(), default=0)
     ppo_curve = ", ".join(f"L={k}: {v:.2f}" for k, v in tmaze["recurrent_ppo_success_by_corridor"].items())
     lines.append(
-        f"| T-maze success vs L (1 seed) | {curve}; largest solved {tmaze['largest_solved_corridor']} | {ppo_curve} | "
+        f"| T-maze success vs L (mean of {n_seeds}+ seeds) | {curve}; "
+        f"largest solved {tmaze['largest_solved_corridor']} | {ppo_curve} | "
         f"optimal 1.0; memory-free agent {_fmt(tmaze['memory_free_success'])} at L={tmaze['memory_free_corridor']} | "
         f"{tmaze['target']} | {'yes' if tmaze['target_met'] else 'no'} |"
     )

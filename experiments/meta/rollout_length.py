@@ -34,6 +34,7 @@ import tyro
 from envs.perturbed import DEFAULT_RANGES, TEST_PHYSICS
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.evaluate import HEURISTIC_ARMS, compare, run_arms, run_dqn_zoo
+from meta.rollout_length.plots import plot_arms
 from meta.rollout_length.train import HISTORY_NAME, POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
@@ -144,26 +145,6 @@ def meta_train(args: Args, env_id: str, out: Path) -> dict[str, Any]:
         if (run_dir / name).exists():
             shutil.copyfile(run_dir / name, out / f"{env_id}_{name}")
     return summary
-
-
-def plot_arms(env_id: str, arms: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [a for a in ALL_ARMS if a in arms]
-    means = [arms[a]["mean"] for a in names]
-    ses = [arms[a]["se"] for a in names]
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    colors = ["tab:red" if a == "meta" else "tab:gray" if a in ("random", "dqn_zoo") else "tab:blue" for a in names]
-    ax.bar(names, means, yerr=ses, color=colors, capsize=3)
-    ax.set_ylabel("final greedy return (mean ± s.e.)")
-    ax.set_title(f"{env_id}, perturbed test physics")
-    ax.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def env_protocol(args: Args) -> dict[str, Any]:
@@ -293,7 +274,8 @@ def main() -> None:
         entry.update(compare(done))
         summary["envs"][env_id] = entry
         summary["args_by_env"][env_id] = dataclasses.asdict(args)
-        plot_arms(env_id, done, out / f"arms_{env_id}.png")
+        ordered = {arm: done[arm] for arm in ALL_ARMS if arm in done}
+        plot_arms(ordered, out / f"arms_{env_id}.png", f"{env_id}, perturbed test physics")
         finalize(summary)
         summary["experiment_wall_seconds_last_invocation"] = time.perf_counter() - started
         atomic_write_json(summary_path, summary)

@@ -96,6 +96,7 @@ def evaluate(
     from envs.perturbed import NOMINAL_PHYSICS, TEST_PHYSICS
     from meta.rollout_length.env import MetaEnvConfig
     from meta.rollout_length.evaluate import compare, run_arms, run_dqn_zoo
+    from meta.rollout_length.plots import plot_arms
     from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
     from rolloutlab.threads import set_torch_threads
 
@@ -126,34 +127,6 @@ def evaluate(
     lines = ["| arm | final return (mean ± s.e.) |", "|---|---|"]
     lines += [f"| {name} | {r['mean']:.1f} ± {r['se']:.1f} |" for name, r in results.items()]
     atomic_write_text(out / "table.md", "\n".join(lines) + "\n")
-    _plot_eval(results, out / "eval.png")
+    plot_arms(results, out / "eval.png", f"{env}, test physics {phys}")
     typer.echo("\n".join(lines))
     typer.echo(f"wrote {out / 'eval.json'}, {out / 'table.md'}, {out / 'eval.png'}")
-
-
-def _plot_eval(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-    names = list(results)
-    ax1.bar(names, [results[n]["mean"] for n in names], yerr=[results[n]["se"] for n in names], capsize=3)
-    ax1.set_ylabel("final greedy return (mean ± s.e.)")
-    ax1.tick_params(axis="x", rotation=30)
-    for name in names:
-        schedules = results[name].get("k_schedules")
-        if not schedules:
-            continue
-        k = np.asarray(schedules, dtype=float)
-        phases = np.arange(1, k.shape[1] + 1)
-        ax2.plot(phases, k.mean(axis=0), marker=".", label=name)
-        ax2.fill_between(phases, k.mean(axis=0) - k.std(axis=0), k.mean(axis=0) + k.std(axis=0), alpha=0.15)
-    ax2.set_xlabel("phase (decision)")
-    ax2.set_ylabel("rollout length K (mean ± s.d.)")
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
