@@ -63,6 +63,10 @@ class Args:
     """worker processes for the test arms: the model-based arms are split into this many batched groups and run beside
     the dqn_zoo arm (1 = everything in this process, one after another). Run i of every arm keeps its inner seed
     whatever the grouping, so the paired comparison is unchanged."""
+    arms_per_group: int = 0
+    """model-based arms batched in one unit of test work (0: split them evenly over ``eval_workers``). Small groups
+    finish, and are written to the arms JSON, one by one: a long test can span sessions without carrying the large
+    per-group checkpoints (every run's replay buffer) from one machine to the next."""
     test_runs: int = 8
     """inner runs per arm on the perturbed test env (same seeds for every arm)"""
     arms: str = ",".join(ALL_ARMS)
@@ -121,8 +125,13 @@ def env_config(args: Args, env_id: str) -> MetaEnvConfig:
 
 
 def protocol(args: Args) -> dict[str, Any]:
-    keys = ("budget", "phase_length", "k_cap", "meta_episodes", "test_runs", "runs_per_round", "final_episodes")
-    return {k: getattr(args, k) for k in keys} | {"arms": args.arms, "net_arch": args.net_arch}
+    # The arm list is not part of it: finished arms are kept when a later invocation asks for more (or fewer) arms.
+    keys = (
+        "budget", "phase_length", "k_cap", "meta_episodes", "test_runs", "runs_per_round", "final_episodes",
+        "test_seed", "net_arch", "num_model_rollouts", "planning_updates", "model_hidden", "model_epochs",
+        "model_train_steps", "eval_episodes",
+    )  # fmt: skip
+    return {k: getattr(args, k) for k in keys}
 
 
 def meta_train(args: Args, env_id: str, out: Path) -> dict[str, Any]:
@@ -257,11 +266,18 @@ def main() -> None:
             summary["meta_training"]["per_env"][env_id] = per_env
         model_arms = [a for a in arms if a != "dqn_zoo" and a not in done]
         tasks: list[tuple[str, list[str]]] = []
-        groups = [model_arms[j :: max(args.eval_workers, 1)] for j in range(max(args.eval_workers, 1))]
+        if args.arms_per_group > 0:
+            size = args.arms_per_group
+            groups = [model_arms[j : j + size] for j in range(0, len(model_arms), size)]
+        else:
+            groups = [model_arms[j :: max(args.eval_workers, 1)] for j in range(max(args.eval_workers, 1))]
         groups = [g for g in groups if g]
         for j, group in enumerate(groups):
             # One checkpoint per group (the single-group name is the historical one, so older runs still resume).
-            name = f"arms_{env_id}.pt" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}.pt"
+            if args.arms_per_group > 0:
+                name = f"arms_{env_id}_{'-'.join(group)}.pt"
+            else:
+                name = f"arms_{env_id}.pt" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}.pt"
             tasks.append((str(Path(args.run_root) / name), group))
         if "dqn_zoo" in arms and "dqn_zoo" not in done:
             tasks.append(("", ["dqn_zoo"]))
