@@ -164,8 +164,14 @@ def main(args: Args) -> None:
         for seed in range(args.seeds):
             key = str(seed)
             cfg = train_config(args.part, seed, args)
+            stored = part["agent"].get(key)
+            if stored is not None and stored["config"]["max_minutes"] != cfg.max_minutes:
+                # A run at another wall-clock cap is another benchmark: replace it (git history keeps the old one).
+                print(f"{args.part} seed {seed}: stored run capped at {stored['config']['max_minutes']} min; rerunning")
+                del part["agent"][key]
+                part["recurrent_ppo"].pop(key, None)
             if key not in part["agent"]:
-                part["agent"][key] = run_agent(cfg, runs_root / f"agent_seed{seed}")
+                part["agent"][key] = run_agent(cfg, runs_root / f"agent_seed{seed}_{cfg.max_minutes:g}min")
                 save()
             agent_run = part["agent"][key]
             print(f"{args.part} agent seed {seed}: {agent_run['eval']['mean']:.2f} at {agent_run['env_steps']} steps")
