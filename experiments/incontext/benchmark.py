@@ -35,6 +35,7 @@ from meta.incontext.baseline import train_recurrent_ppo
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.trainer import InContextTrainer, evaluate_agent
 from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.config import from_dict, to_dict
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).parent / "results"
@@ -61,6 +62,11 @@ class Args:
     extend_minutes: float = 0.0
     """T-maze only: continue each stored corridor run that is not yet solved (success < 0.95) from its checkpoint for
     this many more minutes, then re-run RecurrentPPO at the new env steps (0: no extension)."""
+    sigma_reparam: bool = True
+    """Spectrally reparametrized Transformer layers (AMAGO's guard against attention entropy collapse);
+    ``--no-sigma-reparam`` with ``--tag _no_sigma_reparam`` is the ablation."""
+    tag: str = ""
+    """Suffix of the part's result file and run directory (e.g. ``_no_sigma_reparam`` for an ablation)."""
     runs_root: str = "runs/incontext-bench"
     """Where the per-run checkpoints go (a killed run resumes from here)."""
     out: str = str(RESULTS)
@@ -81,7 +87,7 @@ def train_config(part: str, seed: int, args: Args, corridor: int = 10, encoder: 
             max_minutes=args.minutes_per_run, n_envs=8, batch_size=16, window=50, updates_per_step=0.1,
             learning_starts=1_600, eps_anneal_steps=10_000, eval_tasks=args.eval_tasks, eval_every_steps=8_000,
             agent=AgentConfig(d_model=32, n_layers=1, n_heads=2, head_hidden=32, context_len=50,
-                              gammas=[0.8, 0.95], tau=0.02),
+                              gammas=[0.8, 0.95], tau=0.02, sigma_reparam=args.sigma_reparam),
         )  # fmt: skip
     if part == "tmaze":
         return TrainConfig(
@@ -90,7 +96,8 @@ def train_config(part: str, seed: int, args: Args, corridor: int = 10, encoder: 
             learning_starts=4 * (corridor + 1) * 8, eps_anneal_steps=20 * (corridor + 1) * 8, eval_tasks=100,
             eval_every_steps=8 * (corridor + 1) * 10, stop_at_return=0.99 if encoder != "memory_free" else None,
             agent=AgentConfig(encoder=encoder, d_model=32, n_layers=1, n_heads=2, head_hidden=32,  # type: ignore[arg-type]
-                              context_len=corridor + 2, gammas=[0.9, 0.99, 0.999]),
+                              context_len=corridor + 2, gammas=[0.9, 0.99, 0.999],
+                              sigma_reparam=args.sigma_reparam),
         )  # fmt: skip
     if part == "keydoor":
         return TrainConfig(
@@ -98,13 +105,23 @@ def train_config(part: str, seed: int, args: Args, corridor: int = 10, encoder: 
             n_envs=8, batch_size=16, window=128, updates_per_step=0.02, learning_starts=4_000,
             eps_anneal_steps=60_000, eval_tasks=min(args.eval_tasks, 100), eval_every_steps=40_000,
             agent=AgentConfig(d_model=32, n_layers=2, n_heads=2, head_hidden=32, context_len=128,
-                              gammas=[0.9, 0.99, 0.999]),
+                              gammas=[0.9, 0.99, 0.999], sigma_reparam=args.sigma_reparam),
         )  # fmt: skip
     raise ValueError(f"unknown part {part!r}")
 
 
 def load_part(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _changed(stored: dict[str, Any], cfg: TrainConfig, ignore_time_cap: bool = False) -> bool:
+    """Whether a stored run's resolved config differs from ``cfg`` (the wall-clock cap optionally ignored: a T-maze
+    run stops when solved, and an extended one records its extension's cap)."""
+    current = to_dict(cfg)
+    stored = to_dict(from_dict(TrainConfig, stored))  # fields added since the run get their defaults
+    if ignore_time_cap:
+        stored, current = ({k: v for k, v in c.items() if k != "max_minutes"} for c in (stored, current))
+    return stored != current
 
 
 def _nest_single_seed_runs(runs: dict[str, Any]) -> None:
@@ -129,7 +146,7 @@ def run_agent(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
 def main(args: Args) -> None:
     set_torch_threads(1)
     out = Path(args.out)
-    path = out / f"{args.part}.json"
+    path = out / f"{args.part}{args.tag}.json"
     part = load_part(path)
     part["args"] = dataclasses.asdict(args)
 
@@ -157,7 +174,7 @@ def main(args: Args) -> None:
         save()
         return
 
-    runs_root = Path(args.runs_root) / args.part
+    runs_root = Path(args.runs_root) / f"{args.part}{args.tag}"
     if args.part in ("bandit_5x100", "bandit_2x100", "keydoor"):
         part.setdefault("agent", {})
         part.setdefault("recurrent_ppo", {})
@@ -165,9 +182,10 @@ def main(args: Args) -> None:
             key = str(seed)
             cfg = train_config(args.part, seed, args)
             stored = part["agent"].get(key)
-            if stored is not None and stored["config"]["max_minutes"] != cfg.max_minutes:
-                # A run at another wall-clock cap is another benchmark: replace it (git history keeps the old one).
-                print(f"{args.part} seed {seed}: stored run capped at {stored['config']['max_minutes']} min; rerunning")
+            if stored is not None and _changed(stored["config"], cfg):
+                # A run with other settings (or another wall-clock cap) is another benchmark: replace it, and its
+                # RecurrentPPO run at its env steps (git history keeps the old numbers).
+                print(f"{args.part} seed {seed}: stored run has other settings; rerunning", flush=True)
                 del part["agent"][key]
                 part["recurrent_ppo"].pop(key, None)
             if key not in part["agent"]:
@@ -198,6 +216,10 @@ def main(args: Args) -> None:
                 per_seed = agent_runs.setdefault(key, {})
                 # Seed 0 keeps the directory name of the single-seed runs, so they still resume.
                 run_dir = runs_root / (f"agent_L{length}" if seed == 0 else f"agent_L{length}_seed{seed}")
+                if s in per_seed and _changed(per_seed[s]["config"], train_config("tmaze", seed, args, length), True):
+                    print(f"tmaze L={length} seed {seed}: stored run has other settings; rerunning", flush=True)
+                    del per_seed[s]
+                    ppo_runs.get(key, {}).pop(s, None)
                 if s not in per_seed:
                     per_seed[s] = run_agent(train_config("tmaze", seed, args, corridor=length), run_dir)
                     save()

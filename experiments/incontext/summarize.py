@@ -111,6 +111,17 @@ def build() -> dict[str, Any]:
         "bandit_2x100": _bandit("bandit_2x100", flat["bandit_2x100"], BANDIT2_TARGET),
     }
     summary["tmaze"] = _tmaze(_load("tmaze"))
+    # The same benchmark without sigma-reparam (the setting of the first runs): the attention-collapse ablation.
+    ablation = _load("tmaze_no_sigma_reparam")
+    if ablation:
+        full = _tmaze(ablation)
+        keys = (
+            "success_by_corridor",
+            "seeds_solved_by_corridor",
+            "seeds_by_corridor",
+            "env_steps_by_corridor_per_seed",
+        )
+        summary["tmaze"]["ablation_no_sigma_reparam"] = {k: full[k] for k in keys}
     keydoor = _load("keydoor")
     oracle = flat["keydoor"].get("oracle")
     summary["keydoor"] = {
@@ -161,6 +172,10 @@ def plot(summary: dict[str, Any], path: Path) -> None:
         ppo = tmaze["recurrent_ppo_success_by_corridor"]
         if ppo:
             ax.plot([int(k) for k in ppo], list(ppo.values()), "s--", label="RecurrentPPO")
+        ablation = tmaze.get("ablation_no_sigma_reparam")
+        if ablation:
+            curve = ablation["success_by_corridor"]
+            ax.plot([int(k) for k in curve], list(curve.values()), "^:", label="agent without sigma-reparam")
         if tmaze["memory_free_success"] is not None:
             ax.plot([tmaze["memory_free_corridor"]], [tmaze["memory_free_success"]], "x", ms=10, label="memory-free")
         ax.set_xscale("log")
@@ -219,6 +234,13 @@ def markdown(summary: dict[str, Any]) -> str:
         f"optimal 1.0; memory-free agent {_fmt(tmaze['memory_free_success'])} at L={tmaze['memory_free_corridor']} | "
         f"{tmaze['target']} | {'yes' if tmaze['target_met'] else 'no'} |"
     )
+    ablation = tmaze.get("ablation_no_sigma_reparam")
+    if ablation:
+        curve = ", ".join(
+            f"L={k}: {v:.2f} ({ablation['seeds_solved_by_corridor'][k]}/{ablation['seeds_by_corridor'][k]})"
+            for k, v in ablation["success_by_corridor"].items()
+        )
+        lines.append(f"| T-maze, agent without sigma-reparam (ablation) | {curve} | | | | |")
     keydoor = summary["keydoor"]
     seeds = "; ".join(f"{v:.1f}" for v in keydoor["agent"]["per_seed"])
     met = (

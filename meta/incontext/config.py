@@ -17,6 +17,8 @@ class AgentConfig:
         n_heads: Attention heads.
         context_len: Timesteps one query may attend to (itself included); also the KV-cache length when acting.
         dropout: Dropout inside the Transformer blocks.
+        sigma_reparam: Spectrally reparametrized linear layers in the Transformer blocks (AMAGO's guard against
+            attention entropy collapse; see :class:`~meta.incontext.sequence.SigmaReparamLinear`).
         head_hidden: Hidden width of the actor and critic heads.
         n_critics: Critics in the ensemble.
         critic_subset: Critics drawn at random per update whose minimum forms the TD target (REDQ-style).
@@ -39,6 +41,7 @@ class AgentConfig:
     n_heads: int = 4
     context_len: int = 512
     dropout: float = 0.0
+    sigma_reparam: bool = False
     head_hidden: int = 64
     n_critics: int = 4
     critic_subset: int = 2

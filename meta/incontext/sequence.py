@@ -33,6 +33,48 @@ def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
 
 
+class SigmaReparamLinear(nn.Linear):
+    """A linear layer with spectrally reparametrized weights: ``W_hat = (gamma / sigma(W)) W`` (Zhai et al., 2023).
+
+    ``sigma(W)`` is the largest singular value, tracked by one power-iteration step per training forward pass, and
+    ``gamma`` a learned scalar. The network can only sharpen its attention by growing ``gamma``, which keeps the
+    attention logits from saturating early (the paper's "attention entropy collapse"). AMAGO uses it in its
+    Transformer for the same reason. Here the collapse showed on the passive T-maze: runs whose junction step had put
+    exactly zero attention on the cue step never recovered (``docs/incontext.md``). ``gamma`` starts at
+    ``sigma(W)`` of the initial weights, so the layer starts as the plain linear layer it replaces.
+    """
+
+    u: torch.Tensor
+    v: torch.Tensor
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__(in_features, out_features, bias)
+        self.register_buffer("u", F.normalize(torch.randn(out_features), dim=0))
+        self.register_buffer("v", F.normalize(torch.randn(in_features), dim=0))
+        with torch.no_grad():
+            for _ in range(20):
+                self._power_step()
+            self.gamma = nn.Parameter(self._sigma().detach().clone())
+
+    @torch.no_grad()
+    def _power_step(self) -> None:
+        self.v.copy_(F.normalize(self.weight.t() @ self.u, dim=0))
+        self.u.copy_(F.normalize(self.weight @ self.v, dim=0))
+
+    def _sigma(self) -> torch.Tensor:
+        return self.u @ self.weight @ self.v
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ W_hat.T + b``; a training-mode call first refines the singular-vector estimates."""
+        if self.training:
+            self._power_step()
+        return F.linear(x, (self.gamma / self._sigma()) * self.weight, self.bias)
+
+
+def _linear(in_features: int, out_features: int, sigma_reparam: bool) -> nn.Linear:
+    return SigmaReparamLinear(in_features, out_features) if sigma_reparam else nn.Linear(in_features, out_features)
+
+
 @dataclass
 class KVCache:
     """Keys and values of the past timesteps, per layer, each ``(batch, heads, past, head_dim)``.
@@ -51,15 +93,15 @@ class KVCache:
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention over a sliding context of ``context_len`` timesteps."""
 
-    def __init__(self, d_model: int, n_heads: int, context_len: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, context_len: int, sigma_reparam: bool = False) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
         self.context_len = context_len
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+        self.qkv = _linear(d_model, 3 * d_model, sigma_reparam)
+        self.out = _linear(d_model, d_model, sigma_reparam)
 
     def forward(
         self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
@@ -88,13 +130,18 @@ class CausalSelfAttention(nn.Module):
 class TransformerBlock(nn.Module):
     """Pre-norm block: ``x + attn(LN(x))`` then ``x + FF(LN(x))`` with a leaky-ReLU feed-forward (AMAGO, App. A)."""
 
-    def __init__(self, d_model: int, n_heads: int, context_len: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, context_len: int, dropout: float, sigma_reparam: bool = False
+    ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads, context_len)
+        self.attn = CausalSelfAttention(d_model, n_heads, context_len, sigma_reparam)
         self.norm2 = nn.LayerNorm(d_model)
         self.ff = nn.Sequential(
-            nn.Linear(d_model, 4 * d_model), nn.LeakyReLU(), nn.Dropout(dropout), nn.Linear(4 * d_model, d_model)
+            _linear(d_model, 4 * d_model, sigma_reparam),
+            nn.LeakyReLU(),
+            nn.Dropout(dropout),
+            _linear(4 * d_model, d_model, sigma_reparam),
         )
         self.drop = nn.Dropout(dropout)
 
@@ -116,12 +163,23 @@ class TransformerTrajEncoder(nn.Module):
         n_heads: Attention heads.
         context_len: Timesteps a query can see (itself included); inference with a cache keeps only this many.
         dropout: Dropout in the blocks (0 for RL by default).
+        sigma_reparam: Use :class:`SigmaReparamLinear` for every linear layer of the blocks.
     """
 
-    def __init__(self, d_model: int, n_layers: int, n_heads: int, context_len: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_layers: int,
+        n_heads: int,
+        context_len: int,
+        dropout: float = 0.0,
+        sigma_reparam: bool = False,
+    ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, context_len, dropout) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, context_len, dropout, sigma_reparam) for _ in range(n_layers)
+        )
         self.norm = nn.LayerNorm(d_model)
 
     def init_state(self, batch: int) -> KVCache:
@@ -198,11 +256,17 @@ TRAJ_ENCODERS = ("transformer", "gru", "memory_free")
 
 
 def make_traj_encoder(
-    kind: str, d_model: int, n_layers: int, n_heads: int, context_len: int, dropout: float = 0.0
+    kind: str,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+    context_len: int,
+    dropout: float = 0.0,
+    sigma_reparam: bool = False,
 ) -> nn.Module:
-    """Build a trajectory encoder by name (one of :data:`TRAJ_ENCODERS`)."""
+    """Build a trajectory encoder by name (one of :data:`TRAJ_ENCODERS`); ``sigma_reparam`` is the Transformer's."""
     if kind == "transformer":
-        return TransformerTrajEncoder(d_model, n_layers, n_heads, context_len, dropout)
+        return TransformerTrajEncoder(d_model, n_layers, n_heads, context_len, dropout, sigma_reparam)
     if kind == "gru":
         return GRUTrajEncoder(d_model)
     if kind == "memory_free":

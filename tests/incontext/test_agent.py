@@ -7,6 +7,7 @@ import torch
 
 from meta.incontext.agent import Batch, InContextAgent, multi_gamma_targets
 from meta.incontext.config import AgentConfig
+from meta.incontext.sequence import SigmaReparamLinear
 from meta.incontext.value_scale import expected_value, symexp, symlog, twohot
 
 INPUT_DIM, N_ACTIONS = 7, 3
@@ -28,9 +29,12 @@ def _batch(batch: int = 4, steps: int = 12, generator: torch.Generator | None = 
     )
 
 
-@pytest.mark.parametrize(("encoder", "context_len"), [("transformer", 64), ("transformer", 5), ("gru", 64)])
-def test_incremental_inference_equals_full_sequence(encoder: str, context_len: int) -> None:
-    agent = _agent(encoder=encoder, context_len=context_len).eval()
+@pytest.mark.parametrize(
+    ("encoder", "context_len", "sigma_reparam"),
+    [("transformer", 64, False), ("transformer", 5, False), ("transformer", 64, True), ("gru", 64, False)],
+)
+def test_incremental_inference_equals_full_sequence(encoder: str, context_len: int, sigma_reparam: bool) -> None:
+    agent = _agent(encoder=encoder, context_len=context_len, sigma_reparam=sigma_reparam).eval()
     obs = torch.randn(3, 20, INPUT_DIM)
     with torch.no_grad():
         full, _ = agent.encode(obs)
@@ -180,3 +184,30 @@ def test_memory_free_encoder_ignores_the_past() -> None:
     changed[:, :3] = torch.randn(1, 3, INPUT_DIM)
     with torch.no_grad():
         torch.testing.assert_close(agent.encode(obs)[0][:, 3:], agent.encode(changed)[0][:, 3:])
+
+
+def test_sigma_reparam_linear_starts_as_its_plain_layer_and_tracks_the_spectral_norm() -> None:
+    torch.manual_seed(0)
+    layer = SigmaReparamLinear(16, 48)
+    x = torch.randn(5, 16)
+    plain = torch.nn.functional.linear(x, layer.weight, layer.bias)
+    torch.testing.assert_close(layer.eval()(x), plain, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        layer.gamma.detach(), torch.linalg.matrix_norm(layer.weight.detach(), ord=2), rtol=1e-3, atol=1e-5
+    )
+    # Scaling W does not change the layer's function: only gamma sets the spectral norm of the effective weight.
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+    layer.train()
+    for _ in range(10):
+        layer(x)
+    torch.testing.assert_close(layer.eval()(x), plain, atol=1e-4, rtol=1e-3)
+
+
+def test_sigma_reparam_agent_trains_gamma() -> None:
+    agent = _agent(sigma_reparam=True).train()
+    loss, _ = agent.loss(_batch())
+    loss.backward()
+    gammas = [m.gamma for m in agent.modules() if isinstance(m, SigmaReparamLinear)]
+    assert len(gammas) == 2 * 4  # qkv, out and two feed-forward layers per block, 2 blocks
+    assert all(g.grad is not None and torch.isfinite(g.grad) for g in gammas)
