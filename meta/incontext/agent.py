@@ -114,7 +114,13 @@ class InContextAgent(nn.Module):
         d = config.d_model
         self.timestep_encoder = nn.Sequential(nn.Linear(input_dim, d), nn.LeakyReLU(), nn.Linear(d, d), nn.LayerNorm(d))
         self.traj_encoder = make_traj_encoder(
-            config.encoder, d, config.n_layers, config.n_heads, config.context_len, config.dropout, config.sigma_reparam
+            config.encoder,
+            d,
+            n_layers=config.n_layers,
+            n_heads=config.n_heads,
+            context_len=config.context_len,
+            dropout=config.dropout,
+            sigma_reparam=config.sigma_reparam,
         )
         self.actor = nn.Sequential(
             nn.Linear(d, config.head_hidden), nn.LeakyReLU(), nn.Linear(config.head_hidden, self.n_gammas * n_actions)

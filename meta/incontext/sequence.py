@@ -255,18 +255,17 @@ class MemoryFreeTrajEncoder(nn.Module):
 TRAJ_ENCODERS = ("transformer", "gru", "memory_free")
 
 
-def make_traj_encoder(
-    kind: str,
-    d_model: int,
-    n_layers: int,
-    n_heads: int,
-    context_len: int,
-    dropout: float = 0.0,
-    sigma_reparam: bool = False,
-) -> nn.Module:
-    """Build a trajectory encoder by name (one of :data:`TRAJ_ENCODERS`); ``sigma_reparam`` is the Transformer's."""
+def make_traj_encoder(kind: str, d_model: int, **transformer_options: Any) -> nn.Module:
+    """Build a trajectory encoder by name (one of :data:`TRAJ_ENCODERS`).
+
+    Args:
+        kind: ``transformer``, ``gru`` or ``memory_free``.
+        d_model: Width.
+        **transformer_options: :class:`TransformerTrajEncoder` arguments (``n_layers``, ``n_heads``, ``context_len``,
+            ``dropout``, ``sigma_reparam``); the other encoders ignore them.
+    """
     if kind == "transformer":
-        return TransformerTrajEncoder(d_model, n_layers, n_heads, context_len, dropout, sigma_reparam)
+        return TransformerTrajEncoder(d_model, **transformer_options)
     if kind == "gru":
         return GRUTrajEncoder(d_model)
     if kind == "memory_free":
