@@ -5,8 +5,10 @@ attention weight from the junction step to step 0 (uniform attention would be ``
 difference in junction features between the two cues and the critic's Q-values per cue. A collapsed agent puts zero
 attention on step 0, so the cue cannot reach its features.
 
-    OMP_NUM_THREADS=1 python experiments/incontext/attention_probe.py \
-        --checkpoints runs/incontext-bench/tmaze_no_sigma_reparam/agent_L50 runs/incontext-bench/tmaze_no_sigma_reparam/agent_L50_seed1
+    R=runs/incontext-bench
+    OMP_NUM_THREADS=1 python experiments/incontext/attention_probe.py --checkpoints \
+        $R/tmaze_no_sigma_reparam/agent_L50 $R/tmaze_no_sigma_reparam/agent_L50_seed1 \
+        $R/tmaze_no_sigma_reparam/agent_L50_seed2 $R/tmaze/agent_L50 $R/tmaze/agent_L50_seed1
 """
 
 from __future__ import annotations
