@@ -238,7 +238,7 @@ class MetaTrainer:
         self.rounds_done = 0
         self.wall_seconds = 0.0
         self.sessions = 0
-        self._session_start = time.perf_counter()
+        self._session_start: float | None = time.perf_counter()
         self.model: BaseAlgorithm | None = None
         self._resume_state: dict[str, Any] | None = None
 
@@ -256,6 +256,8 @@ class MetaTrainer:
     # -- state ---------------------------------------------------------------------------------------------------
 
     def _elapsed(self) -> float:
+        if self._session_start is None:  # a finished run reopened: no time passes for it
+            return self.wall_seconds
         return self.wall_seconds + (time.perf_counter() - self._session_start)
 
     def save(self) -> None:
@@ -304,6 +306,9 @@ class MetaTrainer:
             if hasattr(model, name):
                 setattr(model, name, value)
         _load_replay_state(model, state["replay"])
+        self._restore_progress(state)
+
+    def _restore_progress(self, state: dict[str, Any]) -> None:
         self.history = list(state["history"])
         self.rounds_done = int(state["rounds_done"])
         self.wall_seconds = float(state["wall_seconds"])
@@ -324,6 +329,12 @@ class MetaTrainer:
             save_yaml(cfg, self.run_dir / "config.yaml")
             seed_everything(cfg.seed)
         rounds_done = int(resume["rounds_done"]) if resume is not None else 0
+        if resume is not None and rounds_done >= cfg.rounds:
+            # Already finished: report it as saved, without a new logger directory, session count or checkpoint write
+            # (an experiment script that resumes every env on each invocation must leave finished runs untouched).
+            self._restore_progress(resume)
+            self._session_start = None
+            return self.summary()
         venv = make_meta_vec_env(
             cfg.env, cfg.runs_per_round, cfg.seed, rounds_done, cfg.workers, cfg.ray_address, self.inner_factory
         )
