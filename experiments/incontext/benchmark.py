@@ -32,7 +32,7 @@ from envs.metarl.references import (
     keydoor_monte_carlo,
 )
 from meta.incontext.baseline import train_recurrent_ppo
-from meta.incontext.config import AgentConfig, TrainConfig
+from meta.incontext.config import AgentConfig, TrainConfig, with_saved_defaults
 from meta.incontext.trainer import InContextTrainer, evaluate_agent
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.config import from_dict, to_dict
@@ -118,7 +118,8 @@ def _changed(stored: dict[str, Any], cfg: TrainConfig, ignore_time_cap: bool = F
     """Whether a stored run's resolved config differs from ``cfg`` (the wall-clock cap optionally ignored: a T-maze
     run stops when solved, and an extended one records its extension's cap)."""
     current = to_dict(cfg)
-    stored = to_dict(from_dict(TrainConfig, stored))  # fields added since the run get their defaults
+    # Fields added since the run get the defaults of the code that ran it.
+    stored = to_dict(from_dict(TrainConfig, with_saved_defaults(stored)))
     if ignore_time_cap:
         stored, current = ({k: v for k, v in c.items() if k != "max_minutes"} for c in (stored, current))
     return stored != current

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 
 @dataclass
@@ -18,7 +18,9 @@ class AgentConfig:
         context_len: Timesteps one query may attend to (itself included); also the KV-cache length when acting.
         dropout: Dropout inside the Transformer blocks.
         sigma_reparam: Spectrally reparametrized linear layers in the Transformer blocks (AMAGO's guard against
-            attention entropy collapse; see :class:`~meta.incontext.sequence.SigmaReparamLinear`).
+            attention entropy collapse; see :class:`~meta.incontext.sequence.SigmaReparamLinear`). On by default:
+            without it 2 of 3 T-maze runs at L = 50 collapsed (``docs/incontext.md``). Configs saved before the
+            field existed describe plain layers; :func:`with_saved_defaults` reads them as ``False``.
         head_hidden: Hidden width of the actor and critic heads.
         n_critics: Critics in the ensemble.
         critic_subset: Critics drawn at random per update whose minimum forms the TD target (REDQ-style).
@@ -41,7 +43,7 @@ class AgentConfig:
     n_heads: int = 4
     context_len: int = 512
     dropout: float = 0.0
-    sigma_reparam: bool = False
+    sigma_reparam: bool = True
     head_hidden: int = 64
     n_critics: int = 4
     critic_subset: int = 2
@@ -56,6 +58,17 @@ class AgentConfig:
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     tau: float = 0.005
+
+
+def with_saved_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved :class:`TrainConfig` dict with the defaults of the code that wrote it filled in.
+
+    ``sigma_reparam`` was added (and later turned on by default) after the first runs were saved; a saved config
+    without it ran with plain linear layers, so it reads as ``False`` rather than as today's default.
+    """
+    agent = dict(config.get("agent", {}))
+    agent.setdefault("sigma_reparam", False)
+    return {**config, "agent": agent}
 
 
 @dataclass

@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from meta.incontext.agent import InContextAgent
-from meta.incontext.config import TrainConfig
+from meta.incontext.config import TrainConfig, with_saved_defaults
 from meta.incontext.exploration import PerActorEpsilon
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import make_task_env, task_env_fns
@@ -320,7 +320,7 @@ def load_agent(path: Path) -> tuple[InContextAgent, TrainConfig]:
     from rolloutlab.config import from_dict
 
     envelope = load_checkpoint(path, kind=CHECKPOINT_KIND)
-    config = from_dict(TrainConfig, envelope["config"])
+    config = from_dict(TrainConfig, with_saved_defaults(envelope["config"]))
     probe = make_task_env(config.task, **task_kwargs(config))
     agent = InContextAgent(
         int(np.prod(probe.observation_space.shape)),  # type: ignore[arg-type]

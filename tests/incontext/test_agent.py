@@ -70,14 +70,18 @@ def test_window_offset_matches_the_same_steps_of_a_full_pass() -> None:
     assert not torch.allclose(window[:, 0], full[:, 8], atol=1e-3)
 
 
-def test_padded_steps_do_not_change_loss_or_gradients() -> None:
+@pytest.mark.parametrize("sigma_reparam", [False, True])
+def test_padded_steps_do_not_change_loss_or_gradients(sigma_reparam: bool) -> None:
     torch.manual_seed(0)
-    agent = _agent()
+    agent = _agent(sigma_reparam=sigma_reparam)
+    # A training pass refines the sigma-reparam power-iteration vectors; both passes must start from the same ones.
+    start = {name: tensor.clone() for name, tensor in agent.state_dict().items()}
     batch = _batch()
     batch.mask[1, 7:] = 0.0
     batch.mask[3, 2:] = 0.0
 
     def loss_and_grads(b: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        agent.load_state_dict(start)
         agent.zero_grad()
         loss, _ = agent.loss(b, torch.Generator().manual_seed(1))
         loss.backward()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,21 @@ def test_agent_learns_a_tiny_bandit() -> None:
     )  # fmt: skip
     result = InContextTrainer(config).learn()
     assert result["eval"]["mean"] >= 5.35
+
+
+def test_a_checkpoint_saved_before_sigma_reparam_existed_still_loads(tmp_path: Path) -> None:
+    """Saved configs without ``sigma_reparam`` ran with plain layers; they must not load as today's default (on)."""
+    from meta.incontext.trainer import CHECKPOINT_KIND, load_agent
+    from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+
+    assert AgentConfig().sigma_reparam
+    plain = dataclasses.replace(TINY_AGENT, sigma_reparam=False)
+    trainer = InContextTrainer(_tiny("bandit", 40, agent=plain), tmp_path)
+    trainer.learn()
+    envelope = load_checkpoint(tmp_path / "checkpoint.pt", kind=CHECKPOINT_KIND)
+    del envelope["config"]["agent"]["sigma_reparam"]  # what the older code wrote
+    save_checkpoint(tmp_path / "old.pt", envelope["state"], kind=CHECKPOINT_KIND, config=envelope["config"])
+    agent, config = load_agent(tmp_path / "old.pt")
+    assert not config.agent.sigma_reparam
+    for a, b in zip(trainer.agent.state_dict().values(), agent.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
