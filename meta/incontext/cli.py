@@ -23,12 +23,16 @@ def train(
     horizon: Annotated[int | None, typer.Option(help="Bandit pulls per task.")] = None,
     corridor: Annotated[int | None, typer.Option(help="T-maze corridor length.")] = None,
     encoder: Annotated[str | None, typer.Option(help="transformer, gru or memory_free.")] = None,
-    run_dir: Annotated[Path | None, typer.Option(help="Resume this run directory instead of making a new one.")] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option(help="Resume this run directory (its saved settings; --steps/--minutes may extend it)."),
+    ] = None,
     runs_root: Annotated[Path, typer.Option(help="Parent of new run directories.")] = Path("runs"),
 ) -> None:
     """Train the agent; checkpoints go to the run directory, and re-running with --run-dir resumes after a kill."""
-    from meta.incontext.config import TrainConfig
-    from meta.incontext.trainer import InContextTrainer
+    from meta.incontext.config import TrainConfig, with_saved_defaults
+    from meta.incontext.trainer import CHECKPOINT_KIND, InContextTrainer
+    from rolloutlab.checkpoint import load_checkpoint
     from rolloutlab.config import from_dict, load_yaml, to_dict
     from rolloutlab.runs import make_run_dir, write_result
     from rolloutlab.threads import set_torch_threads
@@ -44,8 +48,19 @@ def train(
     ):
         if value is not None:
             overrides[key] = value
-    cfg = load_yaml(TrainConfig, config, overrides) if config is not None else from_dict(TrainConfig, overrides)
-    if encoder is not None:
+    checkpoint = run_dir / "checkpoint.pt" if run_dir is not None else None
+    resuming = checkpoint is not None and checkpoint.exists() and config is None
+    if resuming:
+        assert checkpoint is not None
+        # Resuming: the run's own saved settings (networks must match the checkpoint); only the budget can change.
+        saved = with_saved_defaults(load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["config"])
+        budget: dict[str, object] = {k: overrides[k] for k in ("total_env_steps", "max_minutes") if k in overrides}
+        cfg = from_dict(TrainConfig, {**saved, **budget})
+    elif config is not None:
+        cfg = load_yaml(TrainConfig, config, overrides)
+    else:
+        cfg = from_dict(TrainConfig, overrides)
+    if encoder is not None and not resuming:
         cfg = from_dict(TrainConfig, {**to_dict(cfg), "agent": {**to_dict(cfg.agent), "encoder": encoder}})
     if run_dir is None:
         run_dir = make_run_dir(f"incontext-{cfg.task}", cfg.seed, runs_root, cfg)

@@ -107,3 +107,22 @@ def test_a_checkpoint_saved_before_sigma_reparam_existed_still_loads(tmp_path: P
     assert not config.agent.sigma_reparam
     for a, b in zip(trainer.agent.state_dict().values(), agent.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_cli_resume_uses_the_runs_saved_settings(tmp_path: Path) -> None:
+    """``--run-dir`` of an existing run continues it with its own settings; only ``--steps`` extends the budget."""
+    import json
+
+    from meta.incontext.cli import app
+
+    runner = CliRunner()
+    run_dir = tmp_path / "run"
+    first = runner.invoke(
+        app, ["train", "--task", "tmaze", "--corridor", "3", "--steps", "64", "--run-dir", str(run_dir)]
+    )
+    assert first.exit_code == 0, first.output
+    # No --corridor now: a fresh config would say corridor 10, which the saved run must override.
+    again = runner.invoke(app, ["train", "--task", "tmaze", "--steps", "128", "--run-dir", str(run_dir)])
+    assert again.exit_code == 0, again.output
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["env_steps"] >= 128 and result["config"]["corridor_length"] == 3
