@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,7 @@ def test_recurrent_ppo_baseline_smoke() -> None:
     assert set(result["eval"]["returns"]) <= {0.0, 1.0}
 
 
-def test_cli_train_then_eval(tmp_path: Path) -> None:
+def test_cli_train_eval_and_resume(tmp_path: Path) -> None:
     from meta.incontext.cli import app  # mounted as `rolloutlab incontext` by rolloutlab/cli.py
 
     runner = CliRunner()
@@ -75,6 +76,12 @@ def test_cli_train_then_eval(tmp_path: Path) -> None:
     assert "over 10 tasks" in result.output
     bad = runner.invoke(app, ["eval", str(tmp_path / "missing.pt")])
     assert bad.exit_code != 0
+    # Resuming continues the run with its saved settings (no --corridor now: a fresh config would say 10); only the
+    # budget grows.
+    again = runner.invoke(app, ["train", "--task", "tmaze", "--steps", "128", "--run-dir", str(run_dir)])
+    assert again.exit_code == 0, again.output
+    saved = json.loads((run_dir / "result.json").read_text())
+    assert saved["env_steps"] >= 128 and saved["config"]["corridor_length"] == 3
 
 
 def test_agent_learns_a_tiny_bandit() -> None:
@@ -107,22 +114,3 @@ def test_a_checkpoint_saved_before_sigma_reparam_existed_still_loads(tmp_path: P
     assert not config.agent.sigma_reparam
     for a, b in zip(trainer.agent.state_dict().values(), agent.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
-
-
-def test_cli_resume_uses_the_runs_saved_settings(tmp_path: Path) -> None:
-    """``--run-dir`` of an existing run continues it with its own settings; only ``--steps`` extends the budget."""
-    import json
-
-    from meta.incontext.cli import app
-
-    runner = CliRunner()
-    run_dir = tmp_path / "run"
-    first = runner.invoke(
-        app, ["train", "--task", "tmaze", "--corridor", "3", "--steps", "64", "--run-dir", str(run_dir)]
-    )
-    assert first.exit_code == 0, first.output
-    # No --corridor now: a fresh config would say corridor 10, which the saved run must override.
-    again = runner.invoke(app, ["train", "--task", "tmaze", "--steps", "128", "--run-dir", str(run_dir)])
-    assert again.exit_code == 0, again.output
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["env_steps"] >= 128 and result["config"]["corridor_length"] == 3
