@@ -187,6 +187,10 @@ def _progress(env_id: str, phase: int) -> None:
     print(f"[{env_id}] test phase {phase + 1} done", flush=True)
 
 
+def _zoo_progress(env_id: str, runs: int, index: int, final: float) -> None:
+    print(f"[{env_id}] dqn_zoo run {index + 1}/{runs}: final {final:.1f}", flush=True)
+
+
 def evaluate_task(
     args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, checkpoint: str, arms: list[str]
 ) -> dict[str, Any]:
@@ -194,7 +198,17 @@ def evaluate_task(
     set_torch_threads(1)
     if arms == ["dqn_zoo"]:
         print(f"[{env_id}] arm dqn_zoo: {args.test_runs} runs x {args.budget} steps", flush=True)
-        return {"dqn_zoo": run_dqn_zoo(env_id, args.budget, args.test_runs, args.test_seed, None, args.final_episodes)}
+        zoo = run_dqn_zoo(
+            env_id,
+            args.budget,
+            args.test_runs,
+            args.test_seed,
+            None,
+            args.final_episodes,
+            checkpoint=checkpoint,
+            on_run=functools.partial(_zoo_progress, env_id, args.test_runs),
+        )
+        return {"dqn_zoo": zoo}
     print(f"[{env_id}] arms {arms}: {args.test_runs} runs each x {args.budget} steps", flush=True)
     specs = [f"learned:{out / f'{env_id}_{POLICY_NAME}'}" if a == "meta" else a for a in arms]
     return run_arms(
@@ -280,7 +294,8 @@ def main() -> None:
                 name = f"arms_{env_id}.pt" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}.pt"
             tasks.append((str(Path(args.run_root) / name), group))
         if "dqn_zoo" in arms and "dqn_zoo" not in done:
-            tasks.append(("", ["dqn_zoo"]))
+            # Finished dqn_zoo runs are kept here, so a killed arm resumes at its next run.
+            tasks.append((str(Path(args.run_root) / f"arms_{env_id}_dqn_zoo.json"), ["dqn_zoo"]))
         for arm, result in run_test_tasks(args, env_id, cfg, out, tasks):
             result["inner_env_steps"] = args.test_runs * args.budget
             done[arm] = result

@@ -15,6 +15,7 @@ meta-policy), ``dqn_zoo`` (SB3 DQN with rl-zoo hyperparameters, no model).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ from meta.controllers import (
 )
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.inner import InnerFactory
-from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 
 #: Arms whose best mean defines "the best heuristic" (everything except meta, random and dqn_zoo).
 HEURISTIC_ARMS: tuple[str, ...] = ("k0", "k16", "k32", "dec", "inc", "incdec", "mbpo_linear", "uncertainty")
@@ -208,11 +209,24 @@ def run_dqn_zoo(
     seed: int,
     physics: Mapping[str, float] | None = None,
     final_episodes: int = 10,
+    checkpoint: str | Path | None = None,
+    on_run: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """SB3 DQN with rl-zoo's hyperparameters, ``budget`` env steps per run on the (perturbed) env, no model.
 
+    Args:
+        env_id: inner env id (``MountainCar-v0`` or ``Acrobot-v1``).
+        budget: env steps per run.
+        runs: number of runs; run i is seeded ``seed * 10_000 + i``.
+        seed: base seed.
+        physics: physics overrides (default: the env's test perturbation).
+        final_episodes: greedy episodes behind each run's final score.
+        checkpoint: JSON file keeping the finished runs' scores, rewritten atomically after every run: a rerun with
+            the same settings skips them, so a kill loses only the run in progress (the runs are independent).
+        on_run: called with ``(run index, final score)`` after every run (progress).
+
     Returns:
-        ``{"mean", "se", "finals": [per run], "seconds"}``; run i is seeded ``seed * 10_000 + i``.
+        ``{"mean", "se", "finals": [per run], "seconds"}``.
     """
     from stable_baselines3 import DQN
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -225,8 +239,15 @@ def run_dqn_zoo(
     physics = dict(TEST_PHYSICS[env_id] if physics is None else physics)
     hyper = dict(ZOO_DQN[base_name(env_id)])
     net_arch = hyper.pop("net_arch")
-    finals = []
-    for i in range(runs):
+    settings = {"env_id": env_id, "budget": budget, "seed": seed, "physics": physics, "final_episodes": final_episodes}
+    finals: list[float] = []
+    seconds_before = 0.0
+    if checkpoint is not None and Path(checkpoint).exists():
+        saved = json.loads(Path(checkpoint).read_text())
+        if saved.get("settings") == settings:
+            finals = [float(x) for x in saved["finals"]][:runs]
+            seconds_before = float(saved["seconds"])
+    for i in range(len(finals), runs):
         run_seed = seed * 10_000 + i
         model = DQN(
             "MlpPolicy",
@@ -243,7 +264,12 @@ def run_dqn_zoo(
             model, eval_env, n_eval_episodes=final_episodes, deterministic=True, return_episode_rewards=True
         )
         finals.append(float(np.mean(returns)))
-    return {**mean_se(finals), "finals": finals, "seconds": time.perf_counter() - started}
+        if checkpoint is not None:
+            elapsed = seconds_before + time.perf_counter() - started
+            atomic_write_json(checkpoint, {"settings": settings, "finals": finals, "seconds": elapsed})
+        if on_run is not None:
+            on_run(i, finals[-1])
+    return {**mean_se(finals), "finals": finals, "seconds": seconds_before + time.perf_counter() - started}
 
 
 def compare(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -12,7 +12,15 @@ from typer.testing import CliRunner
 
 from meta.controllers import make_controller
 from meta.rollout_length.env import MetaEnvConfig, RolloutLengthEnv
-from meta.rollout_length.evaluate import RandomMetaPolicy, arm_controller, compare, mean_se, run_arm, run_arms
+from meta.rollout_length.evaluate import (
+    RandomMetaPolicy,
+    arm_controller,
+    compare,
+    mean_se,
+    run_arm,
+    run_arms,
+    run_dqn_zoo,
+)
 from meta.rollout_length.inner import EnvFn
 from meta.rollout_length.learned import LearnedController
 from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
@@ -199,3 +207,18 @@ def test_batched_arms_share_seeds_and_resume_from_a_phase_checkpoint(tmp_path: P
     for arm in ("inc", "random"):
         assert resumed[arm]["finals"] == together[arm]["finals"]
         assert resumed[arm]["k_schedules"] == together[arm]["k_schedules"]
+
+
+def test_dqn_zoo_arm_keeps_finished_runs_and_resumes_at_the_next(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "zoo.json"
+    seen: list[int] = []
+    first = run_dqn_zoo("Acrobot-v1", 300, 1, 3, None, 1, checkpoint=checkpoint)
+    assert len(first["finals"]) == 1 and json.loads(checkpoint.read_text())["finals"] == first["finals"]
+    # A rerun asking for more runs keeps run 0 and trains only run 1.
+    both = run_dqn_zoo("Acrobot-v1", 300, 2, 3, None, 1, checkpoint=checkpoint, on_run=lambda i, _: seen.append(i))
+    assert seen == [1] and both["finals"][0] == first["finals"][0] and len(both["finals"]) == 2
+    assert json.loads(checkpoint.read_text())["finals"] == both["finals"]
+    # Other settings (here the budget) make the saved runs stale: everything runs again.
+    seen.clear()
+    run_dqn_zoo("Acrobot-v1", 200, 2, 3, None, 1, checkpoint=checkpoint, on_run=lambda i, _: seen.append(i))
+    assert seen == [0, 1]
