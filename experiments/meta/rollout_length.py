@@ -7,8 +7,9 @@ MACURA-style uncertainty truncation, a random meta-policy, the learned meta-poli
 hyperparameters; (3) write ``results/summary.json`` (the issue's keys), ``results/arms_<env>.json``,
 ``results/table.md`` and PNGs.
 
-Everything is resumable: meta-training checkpoints after every round (``--run-root``), each finished arm is kept in
-``results/arms_<env>.json`` and skipped on a rerun with the same protocol, so a killed run continues where it stopped.
+Everything is resumable: meta-training checkpoints after every round (``--run-root``), each finished arm (or slice of
+an arm's runs, ``--runs-per-unit``) is kept in ``results/arms_<env>.json`` and skipped on a rerun with the same
+protocol, so a killed run continues where it stopped.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rollout_length.py            # the scaled run reported
     python experiments/meta/rollout_length.py --budget 50000 --phase-length 5000 \\
@@ -33,7 +34,7 @@ import tyro
 
 from envs.perturbed import DEFAULT_RANGES, TEST_PHYSICS
 from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.evaluate import HEURISTIC_ARMS, compare, run_arms, run_dqn_zoo
+from meta.rollout_length.evaluate import HEURISTIC_ARMS, compare, merge_run_slices, run_arms, run_dqn_zoo
 from meta.rollout_length.plots import plot_arms
 from meta.rollout_length.train import HISTORY_NAME, POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
@@ -69,6 +70,10 @@ class Args:
     per-group checkpoints (every run's replay buffer) from one machine to the next."""
     test_runs: int = 8
     """inner runs per arm on the perturbed test env (same seeds for every arm)"""
+    runs_per_unit: int = 0
+    """test runs per unit of work (0: all ``test_runs``). Smaller slices of an arm's runs finish, and are saved, one by
+    one, so a session that ends mid-arm loses at most one slice; run i keeps its inner seed whichever slice runs it.
+    Fewer runs per batch cost some batching speed."""
     arms: str = ",".join(ALL_ARMS)
     """comma-separated arms"""
     train_seed: int = 0
@@ -191,11 +196,51 @@ def _zoo_progress(env_id: str, runs: int, index: int, final: float) -> None:
     print(f"[{env_id}] dqn_zoo run {index + 1}/{runs}: final {final:.1f}", flush=True)
 
 
-def evaluate_task(
-    args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, checkpoint: str, arms: list[str]
-) -> dict[str, Any]:
-    """One unit of test work: a batched group of model-based arms (checkpointed per phase), or the dqn_zoo arm."""
+@dataclass(frozen=True)
+class EvalUnit:
+    """One unit of test work: runs ``first_run .. first_run + runs - 1`` of a batched group of model-based arms
+    (checkpointed per phase at ``checkpoint``), or the whole dqn_zoo arm (its finished runs kept at ``checkpoint``)."""
+
+    checkpoint: str
+    arms: list[str]
+    first_run: int
+    runs: int
+
+
+def run_slices(args: Args) -> list[tuple[int, int]]:
+    """``(first run, number of runs)`` of each slice of an arm's ``test_runs`` (one slice if ``runs_per_unit`` is 0)."""
+    step = args.runs_per_unit if 0 < args.runs_per_unit < args.test_runs else args.test_runs
+    return [(start, min(step, args.test_runs - start)) for start in range(0, args.test_runs, step)]
+
+
+def eval_units(args: Args, env_id: str, model_arms: list[str], slices: dict[str, dict[str, Any]]) -> list[EvalUnit]:
+    """The units still to run: ``model_arms`` in groups of ``arms_per_group`` (or over ``eval_workers``), each split
+    into slices of ``runs_per_unit`` runs; slices already saved for every arm of their group are left out."""
+    if args.arms_per_group > 0:
+        size = args.arms_per_group
+        groups = [model_arms[j : j + size] for j in range(0, len(model_arms), size)]
+    else:
+        groups = [model_arms[j :: max(args.eval_workers, 1)] for j in range(max(args.eval_workers, 1))]
+    groups = [g for g in groups if g]
+    units = []
+    for j, group in enumerate(groups):
+        # One checkpoint per group (the single-group name is the historical one, so older runs still resume).
+        if args.arms_per_group > 0:
+            name = f"arms_{env_id}_{'-'.join(group)}"
+        else:
+            name = f"arms_{env_id}" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}"
+        for start, runs in run_slices(args):
+            if all(len(slices.get(arm, {}).get(str(start), {}).get("finals", [])) == runs for arm in group):
+                continue
+            suffix = "" if runs == args.test_runs else f"_runs{start}-{start + runs - 1}"
+            units.append(EvalUnit(str(Path(args.run_root) / f"{name}{suffix}.pt"), group, start, runs))
+    return units
+
+
+def evaluate_task(args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, unit: EvalUnit) -> dict[str, Any]:
+    """Run one unit of test work; ``{arm: result}``."""
     set_torch_threads(1)
+    checkpoint, arms = unit.checkpoint, unit.arms
     if arms == ["dqn_zoo"]:
         print(f"[{env_id}] arm dqn_zoo: {args.test_runs} runs x {args.budget} steps", flush=True)
         zoo = run_dqn_zoo(
@@ -209,33 +254,57 @@ def evaluate_task(
             on_run=functools.partial(_zoo_progress, env_id, args.test_runs),
         )
         return {"dqn_zoo": zoo}
-    print(f"[{env_id}] arms {arms}: {args.test_runs} runs each x {args.budget} steps", flush=True)
+    last = unit.first_run + unit.runs - 1
+    print(f"[{env_id}] arms {arms}: runs {unit.first_run}-{last} each x {args.budget} steps", flush=True)
     specs = [f"learned:{out / f'{env_id}_{POLICY_NAME}'}" if a == "meta" else a for a in arms]
     return run_arms(
         specs,
         cfg,
-        args.test_runs,
+        unit.runs,
         args.test_seed,
         None,
         args.final_episodes,
         checkpoint=checkpoint,
         on_phase=functools.partial(_progress, env_id),
+        first_run=unit.first_run,
     )
 
 
 def run_test_tasks(
-    args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, tasks: list[tuple[str, list[str]]]
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield ``(arm, result)`` as each task finishes: in this process, or over ``args.eval_workers`` processes."""
-    if args.eval_workers <= 1 or len(tasks) <= 1:
-        for checkpoint, arms in tasks:
-            yield from evaluate_task(args, env_id, cfg, out, checkpoint, arms).items()
+    args: Args, env_id: str, cfg: MetaEnvConfig, out: Path, units: list[EvalUnit]
+) -> Iterator[tuple[EvalUnit, dict[str, Any]]]:
+    """Yield ``(unit, {arm: result})`` as each unit finishes, in this process or over ``eval_workers`` processes."""
+    if args.eval_workers <= 1 or len(units) <= 1:
+        for unit in units:
+            yield unit, evaluate_task(args, env_id, cfg, out, unit)
         return
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=min(args.eval_workers, len(tasks)), mp_context=context) as pool:
-        futures = [pool.submit(evaluate_task, args, env_id, cfg, out, checkpoint, arms) for checkpoint, arms in tasks]
+    with ProcessPoolExecutor(max_workers=min(args.eval_workers, len(units)), mp_context=context) as pool:
+        futures = {pool.submit(evaluate_task, args, env_id, cfg, out, unit): unit for unit in units}
         for future in as_completed(futures):
-            yield from future.result().items()
+            yield futures[future], future.result()
+
+
+def record(
+    args: Args, unit: EvalUnit, results: dict[str, Any], done: dict[str, Any], slices: dict[str, dict[str, Any]]
+) -> list[str]:
+    """File a finished unit's results: whole arms into ``done``; slices into ``slices`` until an arm's slices cover all
+    ``test_runs``, then merged into ``done``. Returns the arms that became complete."""
+    finished = []
+    for arm, result in results.items():
+        if unit.runs == args.test_runs:
+            done[arm] = result
+            finished.append(arm)
+            continue
+        parts = slices.setdefault(arm, {})
+        parts[str(unit.first_run)] = result
+        plan = run_slices(args)  # slices saved under another --runs-per-unit are not mixed in
+        if all(len(parts.get(str(start), {}).get("finals", [])) == runs for start, runs in plan):
+            done[arm] = merge_run_slices([parts[str(start)] for start, _ in plan])
+            done[arm]["runs_per_unit"] = args.runs_per_unit
+            del slices[arm]
+            finished.append(arm)
+    return finished
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -271,7 +340,9 @@ def main() -> None:
     for env_id in [e.strip() for e in args.envs.split(",") if e.strip()]:
         arms_path = out / f"arms_{env_id}.json"
         saved = json.loads(arms_path.read_text()) if arms_path.exists() else {}
-        done: dict[str, Any] = saved.get("arms", {}) if saved.get("protocol") == protocol(args) else {}
+        same = saved.get("protocol") == protocol(args)
+        done: dict[str, Any] = saved.get("arms", {}) if same else {}
+        slices: dict[str, dict[str, Any]] = saved.get("slices", {}) if same else {}
         cfg = env_config(args, env_id)
         if "meta" in arms:
             train_summary = meta_train(args, env_id, out)
@@ -279,28 +350,21 @@ def main() -> None:
             per_env["episodes_done"] = train_summary["episodes_done"]
             summary["meta_training"]["per_env"][env_id] = per_env
         model_arms = [a for a in arms if a != "dqn_zoo" and a not in done]
-        tasks: list[tuple[str, list[str]]] = []
-        if args.arms_per_group > 0:
-            size = args.arms_per_group
-            groups = [model_arms[j : j + size] for j in range(0, len(model_arms), size)]
-        else:
-            groups = [model_arms[j :: max(args.eval_workers, 1)] for j in range(max(args.eval_workers, 1))]
-        groups = [g for g in groups if g]
-        for j, group in enumerate(groups):
-            # One checkpoint per group (the single-group name is the historical one, so older runs still resume).
-            if args.arms_per_group > 0:
-                name = f"arms_{env_id}_{'-'.join(group)}.pt"
-            else:
-                name = f"arms_{env_id}.pt" if len(groups) == 1 else f"arms_{env_id}_part{j + 1}of{len(groups)}.pt"
-            tasks.append((str(Path(args.run_root) / name), group))
+        units = eval_units(args, env_id, model_arms, slices)
         if "dqn_zoo" in arms and "dqn_zoo" not in done:
             # Finished dqn_zoo runs are kept here, so a killed arm resumes at its next run.
-            tasks.append((str(Path(args.run_root) / f"arms_{env_id}_dqn_zoo.json"), ["dqn_zoo"]))
-        for arm, result in run_test_tasks(args, env_id, cfg, out, tasks):
-            result["inner_env_steps"] = args.test_runs * args.budget
-            done[arm] = result
-            print(f"[{env_id}] arm {arm}: {result['mean']:.1f} ± {result['se']:.1f}", flush=True)
-            atomic_write_json(arms_path, {"protocol": protocol(args), "arms": done})
+            zoo_checkpoint = str(Path(args.run_root) / f"arms_{env_id}_dqn_zoo.json")
+            units.append(EvalUnit(zoo_checkpoint, ["dqn_zoo"], 0, args.test_runs))
+        for unit, results in run_test_tasks(args, env_id, cfg, out, units):
+            for arm in record(args, unit, results, done, slices):
+                done[arm]["inner_env_steps"] = args.test_runs * args.budget
+                print(f"[{env_id}] arm {arm}: {done[arm]['mean']:.1f} ± {done[arm]['se']:.1f}", flush=True)
+            if unit.runs != args.test_runs:
+                print(f"[{env_id}] arms {unit.arms}: runs from {unit.first_run} saved", flush=True)
+            saved_arms: dict[str, Any] = {"protocol": protocol(args), "arms": done}
+            if slices:
+                saved_arms["slices"] = slices
+            atomic_write_json(arms_path, saved_arms)
         entry: dict[str, Any] = {"arms": done, "physics": TEST_PHYSICS[env_id], "protocol": env_protocol(args)}
         entry.update(compare(done))
         summary["envs"][env_id] = entry

@@ -116,12 +116,14 @@ def run_arms(
     inner_factory: InnerFactory | None = None,
     checkpoint: str | Path | None = None,
     on_phase: Callable[[int], None] | None = None,
+    first_run: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """Train ``runs`` inner learners under each arm's controller and score their final greedy policies.
 
     All arms' runs advance together in *one* batched inner learner (``len(arms) * runs`` runs), so the DQN updates of
     every run cost one batched forward/backward. Run ``i`` of every arm gets the same inner seed
-    (``seed * 10_000 + i``): the same network initialization, env resets and exploration stream.
+    (``seed * 10_000 + i``): the same network initialization, env resets and exploration stream. Runs are numbered
+    from ``first_run``, so a long test can be split into slices of runs (see :func:`merge_run_slices`).
 
     Args:
         arms: Arm names (see module docstring), not ``dqn_zoo`` (see :func:`run_dqn_zoo`).
@@ -133,6 +135,7 @@ def run_arms(
         inner_factory: Inner-learner override (tests); default from ``config``.
         checkpoint: If given, the whole state is saved there after every phase, and a matching file is resumed from.
         on_phase: Progress hook called with the finished phase index.
+        first_run: Index of the first run: the call runs runs ``first_run .. first_run + runs - 1``.
 
     Returns:
         ``{arm_key: {"mean", "se", "finals": [per run], "k_schedules": [[K per phase] per run], "seconds"}}``.
@@ -140,9 +143,10 @@ def run_arms(
     started = time.perf_counter()
     arms = list(arms)
     physics = dict(TEST_PHYSICS[config.env_id] if physics is None else physics)
-    controllers = [arm_controller(arm, config, seed * 1_000 + i) for arm in arms for i in range(runs)]
+    indices = range(first_run, first_run + runs)
+    controllers = [arm_controller(arm, config, seed * 1_000 + i) for arm in arms for i in indices]
     total = len(controllers)
-    run_seeds = [seed * 10_000 + i for _ in arms for i in range(runs)]
+    run_seeds = [seed * 10_000 + i for _ in arms for i in indices]
     factory = inner_factory or config.inner_factory()
     learner: Any = factory([env_factory(config.env_id, physics) for _ in range(total)], seed, run_seeds)
     feedback: list[dict[str, float]] = [{} for _ in range(total)]
@@ -150,6 +154,8 @@ def run_arms(
     schedules: list[list[int]] = [[] for _ in range(total)]
     first_phase, seconds_before = 0, 0.0
     identity = {"arms": arms, "runs": runs, "seed": seed, "physics": physics, "budget": config.budget}
+    if first_run:  # (absent when 0, so checkpoints written before slicing existed still match)
+        identity["first_run"] = first_run
     if checkpoint is not None and Path(checkpoint).exists():
         saved = load_checkpoint(checkpoint, kind="meta-arms")
         if saved["config"] == identity:
@@ -195,6 +201,22 @@ def run_arms(
             "seconds": seconds,
         }
     return results
+
+
+def merge_run_slices(slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One arm's result from its slices of runs (``run_arms(..., first_run=...)`` results, in run order).
+
+    Finals and K schedules are concatenated, so run i keeps its place and the comparison stays paired; ``seconds``
+    is summed (the compute the arm cost, whichever slices ran side by side).
+    """
+    if not slices:
+        raise ValueError("no slices to merge")
+    finals = [float(x) for part in slices for x in part["finals"]]
+    merged: dict[str, Any] = {**mean_se(finals), "finals": finals}
+    if all("k_schedules" in part for part in slices):
+        merged["k_schedules"] = [list(k) for part in slices for k in part["k_schedules"]]
+    merged["seconds"] = float(sum(part["seconds"] for part in slices))
+    return merged
 
 
 def run_arm(arm: str, config: MetaEnvConfig, runs: int, seed: int, **kwargs: Any) -> dict[str, Any]:
