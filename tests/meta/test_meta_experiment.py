@@ -31,10 +31,30 @@ def _experiment_script() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("results", [RESULTS, RESULTS / "scaled"], ids=["small", "scaled"])
-def test_table_md_is_generated_from_summary_json(results: Path) -> None:
-    summary = json.loads((results / "summary.json").read_text())
-    assert (results / "table.md").read_text() == _experiment_script().table(summary)
+@pytest.mark.parametrize(
+    ("summary_path", "table_path"),
+    [
+        (RESULTS / "summary.json", RESULTS / "table.md"),
+        (RESULTS / "summary_small.json", RESULTS / "table_small.md"),
+        (RESULTS / "scaled" / "summary.json", RESULTS / "scaled" / "table.md"),
+    ],
+    ids=["issue", "small", "scaled"],
+)
+def test_table_md_is_generated_from_summary_json(summary_path: Path, table_path: Path) -> None:
+    summary = json.loads(summary_path.read_text())
+    assert table_path.read_text() == _experiment_script().table(summary)
+
+
+def test_issue_summary_is_the_scaled_protocol() -> None:
+    # The issue checks results/summary.json; it must be the scaled run's summary, not a stale copy of it.
+    for name in ("summary.json", "table.md"):
+        assert (RESULTS / name).read_bytes() == (RESULTS / "scaled" / name).read_bytes()
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    assert summary["protocol"]["budget"] == 50_000 and summary["protocol"]["test_runs"] >= 30
+    for env in ("MountainCar-v0", "Acrobot-v1"):
+        arms = summary["envs"][env]["arms"]
+        assert all(len(arms[arm]["finals"]) >= 30 for arm in arms) and len(arms) == 11
+        assert {"mean", "se"} <= set(summary["envs"][env]["meta_minus_best_heuristic"])
 
 
 def test_readme_quotes_the_scaled_table() -> None:
