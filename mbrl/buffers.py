@@ -352,3 +352,89 @@ class MixedReplayBuffer(ReplayBuffer):
             batch.reward.reshape(-1, 1),
         )
         return ReplayBufferSamples(*tuple(map(self.to_torch, data)))
+
+
+class RunBatchedBuffer:
+    """``B`` circular transition buffers written in lockstep: one transition per run at every env step.
+
+    The storage for ``B`` independent runs advanced together (Dyna-DQN batched over runs): arrays carry a leading run
+    axis, so one minibatch per run is one fancy-indexing call. Run ``i``'s content depends only on what run ``i``
+    stored, so runs stay independent.
+
+    Args:
+        num_runs: ``B``.
+        capacity: Transitions kept per run; the oldest are overwritten.
+        obs_dim: Observation size.
+        action_dim: Action size (the number of actions for discrete spaces; actions are then stored as indices).
+        discrete_actions: Whether actions are integer indices.
+    """
+
+    def __init__(
+        self, num_runs: int, capacity: int, obs_dim: int, action_dim: int, discrete_actions: bool = False
+    ) -> None:
+        if num_runs < 1 or capacity < 1:
+            raise ValueError(f"need num_runs >= 1 and capacity >= 1, got {num_runs} and {capacity}")
+        self.num_runs, self.capacity = int(num_runs), int(capacity)
+        self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
+        act_shape, act_dtype = _action_layout(self.action_dim, self.discrete_actions)
+        b, c = self.num_runs, self.capacity
+        self.obs = np.zeros((b, c, self.obs_dim), dtype=np.float32)
+        self.action: np.ndarray = np.zeros((b, c, *act_shape), dtype=act_dtype)
+        self.reward = np.zeros((b, c), dtype=np.float32)
+        self.next_obs = np.zeros((b, c, self.obs_dim), dtype=np.float32)
+        self.terminated = np.zeros((b, c), dtype=bool)
+        self.truncated = np.zeros((b, c), dtype=bool)
+        self.pos = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        """Store one transition per run (arrays with leading dimension ``B``)."""
+        values = (obs, action, reward, next_obs, terminated, truncated)
+        for name, value in zip(_FIELDS, values, strict=True):
+            getattr(self, name)[:, self.pos] = value
+        self.pos = (self.pos + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def run(self, i: int) -> Transitions:
+        """Every transition of run ``i``, oldest first."""
+        if self.size < self.capacity:
+            idx = np.arange(self.size)
+        else:
+            idx = (self.pos + np.arange(self.capacity)) % self.capacity
+        return Transitions(*(getattr(self, name)[i, idx] for name in _FIELDS))
+
+    def gather(self, idx: np.ndarray) -> Transitions:
+        """Transitions at per-run storage indices ``idx [B, n]``; every result array has shape ``[B, n, ...]``."""
+        runs = np.arange(self.num_runs)[:, None]
+        return Transitions(*(getattr(self, name)[runs, idx] for name in _FIELDS))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Stored data as tensors (only the filled part) plus the write position."""
+        state: dict[str, Any] = {
+            name: torch.as_tensor(np.ascontiguousarray(getattr(self, name)[:, : self.size])) for name in _FIELDS
+        }
+        state.update(pos=self.pos, size=self.size, capacity=self.capacity, num_runs=self.num_runs)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a snapshot from :meth:`state_dict` (capacity and number of runs must match)."""
+        if (int(state["capacity"]), int(state["num_runs"])) != (self.capacity, self.num_runs):
+            raise ValueError(
+                f"buffer shape mismatch: checkpoint {state['num_runs']} runs x {state['capacity']}, "
+                f"buffer {self.num_runs} x {self.capacity}"
+            )
+        size = int(state["size"])
+        for name in _FIELDS:
+            getattr(self, name)[:, :size] = state[name].numpy()
+        self.size, self.pos = size, int(state["pos"])

@@ -89,7 +89,7 @@ def train(
     typer.echo(f"done: {run.env_steps} env steps, final eval return {final:.1f}; results in {run.run_dir}")
 
 
-DYNA_CHECKPOINT_KIND = "dyna-cli-run"
+DYNA_CHECKPOINT_KIND = "dyna-cli-run-v2"  # v2: the rollout-length driver state replaces "controller"
 
 
 def _train_dyna(
@@ -108,6 +108,7 @@ def _train_dyna(
     import yaml
 
     from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
+    from mbrl.phases import RolloutLengthDriver
     from meta.controllers import make_controller
     from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
     from rolloutlab.config import ConfigError, from_dict, to_dict
@@ -138,39 +139,29 @@ def _train_dyna(
         meta = {"env_id": env, "seed": seed, "controller": spec, "dyna": to_dict(cfg)}
         run_dir = make_run_dir(f"dyna-{env}", seed, root=out, config=meta)
     algo = BatchedDynaDQN([lambda: gym.make(env)], cfg, seed=seed, run_seeds=[seed])
-    ctrl = make_controller(spec)
-    ctrl.reset()
-    k, evals, last = 0, [], {}
+    logger = make_logger(run_dir)
+    driver = RolloutLengthDriver([make_controller(spec)], k_cap=cfg.k_cap, logger=logger)
+    evals: list[list[float]] = []
     if resume is not None:
         state = envelope["state"]
         algo.load_state_dict(state["algo"])
-        ctrl.load_state_dict(state["controller"])
-        k, evals = int(state["k"]), [list(e) for e in state["evals"]]
-        last = {str(key): float(value) for key, value in state["feedback"].items()}
-    logger = make_logger(run_dir)
-    truncators = [ctrl] if hasattr(ctrl, "keep") else None
-    while not algo.done:
-        # The last phase's feedback (what a learned controller was trained on) plus the schedule keys.
-        progress = {"epoch": algo.phase, "budget_fraction": algo.steps_done / algo.budget, "current_length": k}
-        k = int(ctrl.decide({**last, **progress}))
-        fb = algo.run_phase([k], truncators)[0]  # type: ignore[arg-type]
-        last = {key: float(value) for key, value in fb.items()}
+        driver.load_state_dict(state["driver"])
+        evals = [list(e) for e in state["evals"]]
+
+    def after_phase(feedback: list[dict[str, float]]) -> None:
+        fb = feedback[0]
         evals.append([int(algo.steps_done), float(fb["mean_return"])])
         logger.record("eval/mean_reward", fb["mean_return"])
-        logger.record("meta/rollout_length", k)
-        for key in ("model_holdout_loss", "model_holdout_mse", "model_restored_after_nan"):
-            logger.record(f"model/{key.removeprefix('model_')}", fb[key])
-        for key in ("disagreement_mean", "rollout_disagreement_mean", "model_transitions", "epsilon"):
-            if key in fb:
-                logger.record(f"meta/{key}", fb[key])
         # The same per-horizon disagreement and sample-count keys as MBPO logs (docs/mbrl.md).
         for h, value in enumerate(algo.last_disagreement_by_step[0]):
             logger.record(f"meta/disagreement_h{h + 1}", value)
-        logger.record("model/real_samples", algo.buf_size)
-        logger.record("model/model_samples", fb.get("model_transitions", 0.0))
+        logger.record("model/real_samples", len(algo.real))
+        logger.record("model/model_samples", len(algo.model_buffers[0]))
         logger.dump(int(algo.steps_done))
-        state = {"algo": algo.state_dict(), "controller": ctrl.state_dict(), "k": k, "evals": evals, "feedback": last}
+        state = {"algo": algo.state_dict(), "driver": driver.state_dict(), "evals": evals}
         save_checkpoint(run_dir / "checkpoint.pt", state, kind=DYNA_CHECKPOINT_KIND, config=meta)
+
+    driver.run(algo, on_phase=after_phase)
     result = {"algo": "dyna", "env_id": env, "seed": seed, "controller": spec, "env_steps": int(algo.steps_done)}
     result["eval"] = evals
     write_result(run_dir, result)

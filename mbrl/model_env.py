@@ -30,9 +30,11 @@ PolicyFn = Callable[[np.ndarray], np.ndarray]
 class StepPredictor(Protocol):
     """What :class:`ModelEnv` needs from a dynamics model (``mbrl.models.dynamics.DynamicsModel`` provides it)."""
 
-    def predict(self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> Any:
+    def predict(
+        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+    ) -> Any:
         """Return an object with ``next_obs [N, d]``, ``reward [N]``, ``terminated_prob [N] | None``,
-        ``disagreement [N]``."""
+        ``disagreement [N]``, ``finite [N]``; ``deterministic`` uses the chosen elite's mean."""
 
 
 @dataclass
@@ -171,6 +173,38 @@ class ModelEnv:
             result.transitions = Transitions.concatenate(parts)
         result.seconds = time.perf_counter() - started
         return result
+
+    def episodes(
+        self, start_obs: np.ndarray, policy: PolicyFn, max_steps: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Whole model episodes (elite means, no sampling noise) from ``start_obs [N, obs_dim]`` under ``policy``.
+
+        Used for the model-error feedback of Bhatia, Thomas & Zilberstein (2022, section 4): the same policy's
+        return and length in the model minus those in the real environment from the same start states.
+
+        Returns:
+            Returns ``[N]``, lengths ``[N]`` and the mean ensemble disagreement over every live step.
+        """
+        n = start_obs.shape[0]
+        obs = np.asarray(start_obs, dtype=np.float64)
+        alive = np.ones(n, bool)
+        returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+        disagreement: list[np.ndarray] = []
+        for _ in range(int(max_steps)):
+            actions = np.asarray(policy(obs.astype(np.float32)))
+            step = self.model.predict(obs, actions, rng, deterministic=True)
+            finite = np.asarray(step.finite, bool) if len(step.finite) else np.ones(n, bool)
+            nxt = np.where(finite[:, None], np.asarray(step.next_obs, np.float64), obs)
+            done = self._terminated(obs, actions, nxt, step.terminated_prob) | ~finite
+            disagreement.append(np.asarray(step.disagreement, np.float64)[alive])
+            returns += np.where(alive, np.nan_to_num(np.asarray(step.reward, np.float64)), 0.0)
+            lengths += alive
+            alive &= ~done
+            obs = nxt
+            if not alive.any():
+                break
+        values = np.concatenate(disagreement) if disagreement else np.zeros(0)
+        return returns, lengths, float(values.mean()) if values.size else float("nan")
 
     def _empty(self) -> Transitions:
         return Transitions(

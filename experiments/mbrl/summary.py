@@ -1,10 +1,9 @@
 """Assemble ``results/summary.json`` (issue 4's result file) from the benchmark JSONs beside it.
 
-Reads every ``results/sample_efficiency_<env>.json`` written by ``sample_efficiency.py`` and the Dyna result
-(``results/dyna.json``, or ``--dyna-file``) written by ``dyna_vs_dqn.py``; adds costs (wall-clock per 1k env steps per
-arm, imagined transitions per second) and rliable aggregates (IQM of final returns with 95% stratified-bootstrap
-intervals, per env, for both benchmarks). Nothing is recomputed from scratch: the per-seed runs are the ones stored in
-those files.
+Reads every ``results/sample_efficiency_<env>.json`` written by ``sample_efficiency.py``; adds costs (wall-clock per
+1k env steps per arm, imagined transitions per second) and rliable aggregates (IQM of final returns with 95%
+stratified-bootstrap intervals, per env). The Dyna-DQN gate writes its own ``results/gate.json`` (``gate.py``). Nothing
+is recomputed from scratch: the per-seed runs are the ones stored in those files.
 
     python experiments/mbrl/summary.py
 """
@@ -31,8 +30,6 @@ class Args:
     """folder holding the benchmark JSONs; summary.json is written there"""
     bootstrap_reps: int = 2000
     """bootstrap resamples for the rliable intervals"""
-    dyna_file: str = "dyna.json"
-    """the Dyna-vs-DQN result inside ``results`` (written by ``dyna_vs_dqn.py --out``)"""
 
 
 def parse_args() -> Args:
@@ -102,63 +99,13 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {entry['env']} | | | | ratio {arm} / MBPO | | {_fmt(row['ratio'], 2)} "
                 f"[{_fmt(row['ci'][0], 2)}, {_fmt(row['ci'][1], 2)}] | | | | |"
             )
-    lines += ["", *dyna_markdown(summary)]
     return "\n".join(lines) + "\n"
-
-
-def dyna_markdown(summary: dict[str, Any]) -> list[str]:
-    """The Dyna-DQN vs DQN table and its costs, quoted in docs/dyna.md."""
-    if not summary["dyna"]:
-        return []
-    lines = [
-        "| env | budget | seeds | arm | final greedy return, mean ± s.e. | per seed | IQM final [95% CI] "
-        "| AUC (mean of curve) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for entry in summary["dyna"]:
-        iqm = summary.get("aggregate_iqm_dyna_final_return", {}).get(entry["env"], {})
-        for arm, row in entry["arms"].items():
-            finals = ", ".join(_fmt(v) for v in row["final_return"])
-            agg_text = _iqm_text(iqm.get(arm))
-            lines.append(
-                f"| {entry['env']} | {entry['budget']} | {len(entry['seeds'])} | {arm} "
-                f"| {row['mean']:.1f} ± {row['se']:.1f} | {finals} | {agg_text} | {row['auc']:.1f} |"
-            )
-    costs = summary["costs"].get("dyna", {})
-    lines += ["", "| env | cost | value |", "|---|---|---|"]
-    for env_id, row in costs.items():
-        if env_id == "throughput":
-            continue
-        batched = row.get("batched_dyna", {})
-        if batched:
-            lines.append(
-                f"| {env_id} | Dyna arms, {batched['batched_runs']} runs batched: wall s per 1k env steps per run "
-                f"| {batched['wall_seconds_per_1k_env_steps_per_run']:.2f} |"
-            )
-            lines.append(
-                f"| {env_id} | model-rollout throughput (imagined transitions / s) "
-                f"| {batched['imagined_transitions_per_second']:.0f} |"
-            )
-        if "dqn_zoo" in row:
-            lines.append(
-                f"| {env_id} | SB3 DQN (rl-zoo): wall s per 1k env steps "
-                f"| {row['dqn_zoo']['wall_seconds_per_1k_env_steps']:.2f} |"
-            )
-    throughput = costs.get("throughput")
-    if throughput:
-        for key, row in throughput.items():
-            if key.startswith("runs_"):
-                lines.append(
-                    f"| {throughput['env']} | Dyna-DQN env steps / s (acting + learning, K = 0), {key[5:]} run(s) in "
-                    f"one process | {row['env_steps_per_second_total']:.0f} |"
-                )
-    return lines
 
 
 def main() -> None:
     args = parse_args()
     results = Path(args.results)
-    summary: dict[str, Any] = {"sample_efficiency": [], "dyna": [], "costs": {}, "aggregate_iqm_final_return": {}}
+    summary: dict[str, Any] = {"sample_efficiency": [], "costs": {}, "aggregate_iqm_final_return": {}}
     sources: list[str] = []
     for path in sorted(results.glob("sample_efficiency_*.json")):
         data = json.loads(path.read_text())
@@ -183,15 +130,6 @@ def main() -> None:
         }
         summary["aggregate_iqm_final_return"][a["env_id"]] = iqm_by_arm(entry, args.bootstrap_reps)
         sources.append(path.name)
-    dyna_path = results / args.dyna_file
-    if dyna_path.exists():
-        dyna = json.loads(dyna_path.read_text())
-        summary["dyna"] = dyna.get("dyna", [])
-        summary["aggregate_iqm_dyna_final_return"] = {
-            entry["env"]: iqm_by_arm(entry, args.bootstrap_reps) for entry in summary["dyna"]
-        }
-        summary["costs"]["dyna"] = dyna.get("costs", {})
-        sources.append(dyna_path.name)
     summary["sources"] = sources
     atomic_write_json(results / "summary.json", summary)
     atomic_write_text(results / "summary.md", markdown(summary))

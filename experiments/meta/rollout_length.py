@@ -33,15 +33,39 @@ from typing import Any
 import tyro
 
 from envs.perturbed import DEFAULT_RANGES, TEST_PHYSICS
+from meta.controllers import split_specs
 from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.evaluate import HEURISTIC_ARMS, compare, merge_run_slices, run_arms, run_dqn_zoo
+from meta.rollout_length.evaluate import (
+    DQN_ZOO_ARM,
+    HEURISTIC_ARMS,
+    LEGACY_ARMS,
+    RANDOM_ARM,
+    compare,
+    merge_run_slices,
+    run_arms,
+    run_dqn_zoo,
+)
 from meta.rollout_length.plots import plot_arms
 from meta.rollout_length.train import HISTORY_NAME, POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ALL_ARMS = (*HEURISTIC_ARMS, "random", "dqn_zoo", "meta")
+ALL_ARMS = (*HEURISTIC_ARMS, RANDOM_ARM, DQN_ZOO_ARM, "meta")
+#: Results written before arms were specs file an arm under its old name (``k16`` for ``fixed:16``); by spec.
+OLD_NAMES = {spec: old for old, spec in LEGACY_ARMS.items()}
+
+
+def result_key(arm: str, results: dict[str, Any]) -> str:
+    """The key ``arm`` is filed under in ``results``: its old name in results written before arms were specs."""
+    old = OLD_NAMES.get(arm)
+    return old if old is not None and old in results and arm not in results else arm
+
+
+def by_spec(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` keyed by spec (old names renamed), e.g. for :func:`compare`."""
+    renamed = {LEGACY_ARMS[name]: r for name, r in results.items() if name in LEGACY_ARMS}
+    return renamed | {name: r for name, r in results.items() if name not in LEGACY_ARMS}
 
 
 @dataclass
@@ -85,9 +109,10 @@ class Args:
     net_arch: str = "64,64"
     """inner Q-network hidden widths (rl-zoo uses 256,256; smaller to fit this machine)"""
     num_model_rollouts: int = 200
-    """M: imagined rollouts per Dyna burst"""
-    planning_updates: int = 100
-    """G': DQN updates on imagined data per burst"""
+    """M: imagined rollouts per rollout round"""
+    model_gradient_steps: int = -1
+    """extra DQN updates per training round on mixed real/imagined batches while K > 0 (-1: as many as the ordinary
+    ones)"""
     model_hidden: int = 32
     """world-model ensemble hidden width"""
     model_epochs: int = 5
@@ -114,7 +139,7 @@ def env_config(args: Args, env_id: str) -> MetaEnvConfig:
     dyna = {
         "net_arch": [int(x) for x in args.net_arch.split(",")],
         "num_model_rollouts": args.num_model_rollouts,
-        "planning_updates": args.planning_updates,
+        "model_gradient_steps": args.model_gradient_steps,
         "eval_episodes": args.eval_episodes,
         "buffer_size": args.budget,
         "model": model,
@@ -133,7 +158,7 @@ def protocol(args: Args) -> dict[str, Any]:
     # The arm list is not part of it: finished arms are kept when a later invocation asks for more (or fewer) arms.
     keys = (
         "budget", "phase_length", "k_cap", "meta_episodes", "test_runs", "runs_per_round", "final_episodes",
-        "test_seed", "net_arch", "num_model_rollouts", "planning_updates", "model_hidden", "model_epochs",
+        "test_seed", "net_arch", "num_model_rollouts", "model_gradient_steps", "model_hidden", "model_epochs",
         "model_train_steps", "eval_episodes",
     )  # fmt: skip
     return {k: getattr(args, k) for k in keys}
@@ -311,11 +336,13 @@ def table(summary: dict[str, Any]) -> str:
     envs = list(summary["envs"])
     lines = ["| arm | " + " | ".join(envs) + " |", "|---|" + "---|" * len(envs)]
     for arm in ALL_ARMS:
+        keys = {result_key(arm, summary["envs"][env_id]["arms"]) for env_id in envs}
+        label = next(iter(keys)) if len(keys) == 1 else arm
         cells = []
         for env_id in envs:
-            r = summary["envs"][env_id]["arms"].get(arm)
+            r = summary["envs"][env_id]["arms"].get(result_key(arm, summary["envs"][env_id]["arms"]))
             cells.append("—" if r is None else f"{r['mean']:.1f} ± {r['se']:.1f}")
-        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     cells = []
     for env_id in envs:
         d = summary["envs"][env_id].get("meta_minus_best_heuristic")
@@ -329,7 +356,7 @@ def main() -> None:
     set_torch_threads(1)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    arms = split_specs(args.arms)
     started = time.perf_counter()
     summary_path = out / "summary.json"
     # Envs run by earlier invocations (possibly with another protocol) are kept; each env records its own protocol.
@@ -349,7 +376,7 @@ def main() -> None:
             per_env = {k: train_summary[k] for k in ("wall_seconds", "inner_env_steps", "inner_steps_per_second")}
             per_env["episodes_done"] = train_summary["episodes_done"]
             summary["meta_training"]["per_env"][env_id] = per_env
-        model_arms = [a for a in arms if a != "dqn_zoo" and a not in done]
+        model_arms = [a for a in arms if a != DQN_ZOO_ARM and a not in done]
         units = eval_units(args, env_id, model_arms, slices)
         if "dqn_zoo" in arms and "dqn_zoo" not in done:
             # Finished dqn_zoo runs are kept here, so a killed arm resumes at its next run.
@@ -366,10 +393,10 @@ def main() -> None:
                 saved_arms["slices"] = slices
             atomic_write_json(arms_path, saved_arms)
         entry: dict[str, Any] = {"arms": done, "physics": TEST_PHYSICS[env_id], "protocol": env_protocol(args)}
-        entry.update(compare(done))
+        entry.update(compare(by_spec(done)))
         summary["envs"][env_id] = entry
         summary["args_by_env"][env_id] = dataclasses.asdict(args)
-        ordered = {arm: done[arm] for arm in ALL_ARMS if arm in done}
+        ordered = {result_key(a, done): done[result_key(a, done)] for a in ALL_ARMS if result_key(a, done) in done}
         plot_arms(ordered, out / f"arms_{env_id}.png", f"{env_id}, perturbed test physics")
         finalize(summary)
         summary["experiment_wall_seconds_last_invocation"] = time.perf_counter() - started

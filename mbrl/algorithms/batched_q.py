@@ -6,6 +6,16 @@ with runs in place of members). Each run's loss only touches its own slice, so g
 would couple the runs is anything computed over all parameters at once. Hence a per-run gradient-norm clip and a
 per-run Adam (its own step counter and an update mask, so a run that skips an update is left exactly as it was, moments
 included, which ``torch.optim.Adam`` with a zero gradient would not do).
+
+Independence is bitwise, not just mathematical: for a fixed ``B`` (and thread count), run ``i``'s Q-values, gradients,
+clipped gradients, parameters and Adam moments are bit-identical whatever the other runs' weights, inputs, gradients,
+masks and step counts are. Every op involved is either elementwise, a per-slice batched matmul, or a reduction within
+one run's slice, and :meth:`BatchedAdam.step` takes one arithmetic path for every mask and every mix of step counts
+(``torch.optim.Adam``'s single-tensor update with per-run bias corrections; with torch 2.13 each run's slice comes out
+bit-identical to ``torch.optim.Adam(foreach=False)`` stepping that run alone, which the tests check). What is *not*
+promised is equality across different ``B`` for the matmuls and reductions (kernels may be chosen by shape), or between
+:meth:`BatchedQNetwork.forward` and :meth:`BatchedQNetwork.forward_run`, which use different kernels (``baddbmm`` vs
+``addmm``) and may differ in the last bits.
 """
 
 from __future__ import annotations
@@ -68,6 +78,13 @@ class BatchedQNetwork(nn.Module):
                 h = F.relu(h)
         return h
 
+    @torch.no_grad()
+    def copy_runs_from(self, source: BatchedQNetwork, runs: torch.Tensor) -> None:
+        """Copy the weights of the runs selected by ``runs`` (``[B]`` bool) from ``source`` (a target-network sync
+        for those runs only; the others keep theirs)."""
+        for mine, theirs in zip(self.parameters(), source.parameters(), strict=True):
+            mine[runs] = theirs.detach()[runs]
+
 
 def clip_grad_norm_per_run(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale each run's gradients so that their joint L2 norm is at most ``max_norm`` (``clip_grad_norm_`` per run).
@@ -90,6 +107,10 @@ def clip_grad_norm_per_run(params: Sequence[torch.Tensor], max_norm: float) -> t
 class BatchedAdam:
     """Adam (Kingma & Ba 2015, as in ``torch.optim.Adam``) over parameters whose first axis indexes runs.
 
+    Each run has its own step count (``steps``, ``[B]`` float64), so runs that skipped updates get their own bias
+    corrections. The update is elementwise with per-run scalars, which makes run ``i``'s trajectory independent of the
+    other runs bit for bit (see :meth:`step`).
+
     Args:
         params: Tensors of shape ``[B, ...]``.
         lr: Learning rate.
@@ -106,6 +127,10 @@ class BatchedAdam:
         self.steps = torch.zeros(num_runs, dtype=torch.float64)
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        # Scratch space for the denominator and the scaled first moment, so a step allocates no parameter-sized
+        # temporaries: measured, their cost (allocator, page faults) ranged from nil to several times the arithmetic.
+        self._denom = [torch.empty_like(p) for p in self.params]
+        self._scaled = [torch.empty_like(p) for p in self.params]
 
     def zero_grad(self) -> None:
         """Drop every gradient."""
@@ -114,48 +139,51 @@ class BatchedAdam:
 
     @torch.no_grad()
     def step(self, mask: torch.Tensor | None = None) -> None:
-        """One Adam update of the runs selected by ``mask`` (``[B]`` bool; ``None`` = all runs)."""
-        beta1, beta2 = self.betas
-        if mask is None:
-            self.steps += 1
-        else:
-            self.steps += mask.double()
-        if mask is None and bool((self.steps == self.steps[0]).all()):
-            self._step_shared(int(self.steps[0]))
-            return
-        steps = self.steps.clamp(min=1)
-        bias1 = (1 - beta1**steps).float()
-        bias2_sqrt = (1 - beta2**steps).sqrt().float()
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
-            if p.grad is None:
-                continue
-            shape = (-1, *([1] * (p.dim() - 1)))
-            new_m = m * beta1 + p.grad * (1 - beta1)
-            new_v = v * beta2 + p.grad * p.grad * (1 - beta2)
-            denom = new_v.sqrt() / bias2_sqrt.view(shape) + self.eps
-            update = (self.lr / bias1).view(shape) * new_m / denom
-            if mask is None:
-                m.copy_(new_m)
-                v.copy_(new_v)
-                p.sub_(update)
-            else:
-                keep = mask.view(shape)
-                m.copy_(torch.where(keep, new_m, m))
-                v.copy_(torch.where(keep, new_v, v))
-                p.sub_(torch.where(keep, update, torch.zeros_like(update)))
+        """One Adam update of the runs selected by ``mask``; the others are left exactly as they were.
 
-    def _step_shared(self, step: int) -> None:
-        # Every run at the same step count (the common case): torch.optim.Adam's in-place arithmetic, scalar biases.
+        Every call takes the same arithmetic path, whatever the mask and the runs' step counts: ``torch.optim.Adam``'s
+        single-tensor update (``lerp_``, ``mul_``/``addcmul_``, ``sqrt``/``div_``/``add_``, ``addcdiv_``), with the
+        bias corrections as per-run ``[B]`` tensors instead of scalars. All of these are elementwise, so run ``i``'s
+        new parameters and moments are a function of its own gradient, moments and step count alone: bit-identical
+        whatever the other runs in the batch do (and to ``torch.optim.Adam(foreach=False)`` on run ``i`` alone).
+        Masked runs go through the same ops on the full tensors and are then restored from a copy of their slices
+        taken before the update, so they stay bit-exact (moments and step count included) even if their gradient is
+        not finite.
+
+        Args:
+            mask: ``[B]`` bool, the runs to update; ``None`` means every run.
+        """
+        num_runs = self.steps.shape[0]
+        if mask is None:
+            active = torch.ones(num_runs, dtype=torch.bool)
+        else:
+            active = torch.as_tensor(mask, dtype=torch.bool).reshape(num_runs)
+        self.steps += active.double()
         beta1, beta2 = self.betas
-        bias1 = 1 - beta1**step
-        bias2_sqrt = (1 - beta2**step) ** 0.5
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
-            if p.grad is None:
+        # Per-run bias corrections computed in Python doubles from each run's own count, exactly as torch.optim.Adam
+        # computes its scalars, then rounded to float32 as torch does when it applies a scalar to a float32 tensor.
+        # A masked run still at step 0 gets step 1's values: finite, and only used for results that are discarded.
+        counts = [max(c, 1.0) for c in self.steps.tolist()]
+        step_size = torch.tensor([self.lr / (1 - beta1**c) for c in counts], dtype=torch.float32)
+        bias2_sqrt = torch.tensor([(1 - beta2**c) ** 0.5 for c in counts], dtype=torch.float32)
+        frozen = torch.nonzero(~active).flatten()
+        for p, m, v, denom, scaled in zip(
+            self.params, self.exp_avg, self.exp_avg_sq, self._denom, self._scaled, strict=True
+        ):
+            grad = p.grad
+            if grad is None:
                 continue
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-            p.addcdiv_(m, denom, value=-self.lr / bias1)
+            saved = [t.index_select(0, frozen) for t in (p, m, v)] if frozen.numel() else []
+            shape = (-1, *([1] * (p.dim() - 1)))
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            torch.sqrt(v, out=denom).div_(bias2_sqrt.view(shape)).add_(self.eps)
+            # addcdiv_ computes p + value * t1 / t2: with t1 = step_size * m and value = -1 this rounds exactly like
+            # torch.optim.Adam's p.addcdiv_(m, denom, value=-step_size) (the negation is exact).
+            torch.mul(m, step_size.view(shape), out=scaled)
+            p.addcdiv_(scaled, denom, value=-1.0)
+            for t, old in zip((p, m, v), saved, strict=False):
+                t.index_copy_(0, frozen, old)
 
     def state_dict(self) -> dict[str, Any]:
         """Moments and step counters as tensors."""

@@ -1,17 +1,27 @@
 """Dyna-DQN (Bhatia, Thomas & Zilberstein 2022, Algorithm 1), many independent runs advanced together in one process.
 
-One run: a DQN agent acts in the real environment and learns from its replay buffer ``D`` at every step, exactly as
-SB3's DQN does with rl-zoo's hyperparameters (epsilon-greedy with a linear schedule, ``train_freq`` /
-``gradient_steps``, Huber loss, hard target updates, gradient-norm clip 10). Every ``P`` env steps (one *phase*) it
-retrains its world model on ``D``, takes a rollout length ``K`` from its controller, runs ``M`` imagined rollouts of
-``K`` steps from states drawn uniformly from ``D`` into a fresh buffer ``D'``, and does ``G'`` extra DQN updates on
-minibatches from ``D'``. ``K = 0`` is plain DQN (the model is still trained, so its errors can be reported).
+One run: a DQN agent acts in the real environment and learns from its replay buffer ``D``, as SB3's DQN does with
+rl-zoo's hyperparameters (epsilon-greedy with a linear schedule, ``train_freq`` / ``gradient_steps``, Huber loss, hard
+target updates, gradient-norm clip 10). Its world model is refit on ``D`` every ``model_train_freq`` env steps; every
+``rollout_freq`` env steps, ``M`` imagined rollouts of ``K`` steps start from states of ``D`` under the current
+epsilon-greedy policy and go into a rolling model buffer ``D'`` that keeps the last ``model_retain_rounds`` rounds.
+While ``K > 0`` every DQN minibatch mixes ``real_ratio`` real transitions with imagined ones (MBPO's scheme, Janner et
+al. 2019, Algorithm 2), and each training round makes ``model_gradient_steps`` extra updates on such mixed batches.
+``K = 0`` is plain DQN: no imagined data and no extra updates (unless the run is *compute-matched*: the same extra
+updates on real data only). The target network is synced on a gradient-step clock, so a run that makes more updates
+does not learn against a staler target.
+
+``K`` is set per *phase* (``P`` env steps) by :class:`mbrl.phases.RolloutLengthDriver`, the one owner of the rollout
+length; at the end of each phase every run is evaluated greedily at the same point of its cycle and reports the
+feedback of :data:`mbrl.phases.FEEDBACK_KEYS`.
 
 :class:`BatchedDynaDQN` keeps ``B`` such runs in lockstep: the Q-networks, target networks and Adam states of all runs
-are single tensors with a leading run axis (:mod:`mbrl.algorithms.batched_q`), so acting and learning cost one batched
-forward/backward for all runs instead of ``B`` small ones. Each run keeps its own environment, world model, replay
-buffer and random generators, and run ``i`` behaves the same whether it is batched with others or alone (up to float
-rounding in batched matmuls). The meta-controller drives it phase by phase through :meth:`BatchedDynaDQN.run_phase`.
+are tensors with a leading run axis (:mod:`mbrl.algorithms.batched_q`) and the real replay buffers are one
+:class:`~mbrl.buffers.RunBatchedBuffer`, so acting and learning cost one batched forward/backward for all runs. Each run
+keeps its own environment, world model, :class:`~mbrl.buffers.ModelBuffer`, :class:`~mbrl.model_env.ModelEnv` and
+random generator. Run ``i``'s parameters are bit-identical whatever the other runs of its batch decide: its
+minibatches, its random draws and its optimizer arithmetic depend only on run ``i`` (updates of other runs are masked,
+never mixed in).
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,23 +38,17 @@ import torch
 import torch.nn.functional as F
 
 from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_norm_per_run
+from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
 from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.phases import FEEDBACK_KEYS, RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
 
-#: rl-zoo's tuned DQN hyperparameters (rl-baselines3-zoo ``hyperparams/dqn.yml``); ``gradient_steps = -1`` means
-#: "as many as env steps collected" (``train_freq``), as in SB3.
-#: Feedback keys :meth:`BatchedDynaDQN.run_phase` returns for every run (the meta-controller's raw observation).
-FEEDBACK_KEYS: tuple[str, ...] = (
-    "mean_return",
-    "model_return_error",
-    "model_length_error",
-    "model_holdout_loss",
-    "disagreement_mean",
-    "env_steps",
-    "budget_fraction",
-)
+__all__ = ["FEEDBACK_KEYS", "ZOO_DQN", "BatchedDynaDQN", "DynaConfig", "dyna_model_config"]
 
+#: rl-zoo's tuned DQN hyperparameters (rl-baselines3-zoo ``hyperparams/dqn.yml``); ``gradient_steps = -1`` means
+#: "as many as env steps collected" (``train_freq``), as in SB3. ``target_update_interval`` is in env steps here, as in
+#: rl-zoo; :meth:`DynaConfig.for_env` converts it to gradient steps.
 ZOO_DQN: dict[str, dict[str, Any]] = {
     "MountainCar": {
         "learning_rate": 4e-3,
@@ -90,7 +94,7 @@ ZOO_DQN: dict[str, dict[str, Any]] = {
 
 def dyna_model_config() -> ModelConfig:
     """A smaller, faster ensemble than MBPO's default, sized for the low-dimensional classic-control tasks."""
-    return ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layers=3, max_epochs=25, batch_size=256)
+    return ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layers=3, batch_size=256)
 
 
 @dataclass
@@ -99,34 +103,45 @@ class DynaConfig:
 
     Attributes:
         budget: Real env steps per run.
-        phase_length: ``P``, env steps between model retraining / Dyna bursts (a meta-controller decision point).
-        num_model_rollouts: ``M``, imagined rollouts per burst.
-        planning_updates: ``G'``, DQN updates on imagined data per burst.
+        phase_length: ``P``, env steps between rollout-length decisions (and greedy evaluations).
         k_cap: Largest rollout length a controller may ask for.
+        model_train_freq: Env steps between world-model refits on the whole real buffer.
+        rollout_freq: Env steps between rounds of imagined rollouts.
+        num_model_rollouts: ``M``, imagined rollouts started per round (start states drawn from ``D`` without
+            replacement while ``D`` holds enough states).
+        model_retain_rounds: Rounds of imagined data the rolling model buffer keeps.
+        real_ratio: Share of real transitions in each minibatch of a run that uses the model.
+        model_gradient_steps: Extra updates per training round for a run that uses the model (on mixed batches) or is
+            compute-matched (on real batches); ``-1``: as many as the round's ordinary updates.
         learning_rate: Adam learning rate.
-        batch_size: Minibatch size (real and imagined updates).
+        batch_size: Minibatch size.
         buffer_size: Capacity of the real replay buffer ``D`` (per run).
         learning_starts: Env steps of uniformly random actions before learning.
         gamma: Discount.
-        target_update_interval: Env steps between hard target-network updates.
+        target_update_interval: Gradient steps between hard target-network updates (per run).
         train_freq: Env steps between training rounds.
-        gradient_steps: Updates per training round (-1: ``train_freq``).
+        gradient_steps: Ordinary updates per training round (-1: ``train_freq``).
         exploration_fraction: Fraction of the budget over which epsilon decays linearly.
         exploration_initial_eps: Starting epsilon.
         exploration_final_eps: Final epsilon.
         max_grad_norm: Per-run gradient-norm clip.
         net_arch: Hidden widths of the Q-network.
         model: World-model settings.
-        eval_episodes: Greedy real episodes per phase for ``mean_return`` and the model-error feedback.
-        train_model_when_k0: Retrain the model even when ``K = 0`` (the feedback then still reports model errors).
+        eval_episodes: Greedy real episodes per run at the end of each phase (``mean_return`` and model errors).
+        train_model_when_k0: Refit the model while ``K = 0`` too (the feedback then still reports model errors, and
+            a later ``K > 0`` finds a fitted model).
         deterministic_rollouts: Imagined rollouts use the chosen elite's mean instead of sampling.
     """
 
     budget: int = 50_000
     phase_length: int = 5_000
-    num_model_rollouts: int = 1_000
-    planning_updates: int = 500
     k_cap: int = 32
+    model_train_freq: int = 1_000
+    rollout_freq: int = 250
+    num_model_rollouts: int = 1_000
+    model_retain_rounds: int = 4
+    real_ratio: float = 0.5
+    model_gradient_steps: int = -1
     learning_rate: float = 6.3e-4
     batch_size: int = 128
     buffer_size: int = 50_000
@@ -145,27 +160,43 @@ class DynaConfig:
     train_model_when_k0: bool = True
     deterministic_rollouts: bool = False
 
+    def __post_init__(self) -> None:
+        positive = ("budget", "phase_length", "model_train_freq", "rollout_freq", "train_freq", "batch_size")
+        for name in positive:
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"DynaConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.real_ratio <= 1.0:
+            raise ValueError(f"DynaConfig.real_ratio must lie in [0, 1], got {self.real_ratio}")
+        if self.target_update_interval < 1:
+            raise ValueError(f"DynaConfig.target_update_interval must be >= 1, got {self.target_update_interval}")
+
+    @property
+    def updates_per_round(self) -> int:
+        """Ordinary DQN updates per training round."""
+        return self.train_freq if self.gradient_steps < 0 else self.gradient_steps
+
+    @property
+    def extra_updates_per_round(self) -> int:
+        """Extra updates per training round of a run that uses the model (or is compute-matched)."""
+        return self.updates_per_round if self.model_gradient_steps < 0 else self.model_gradient_steps
+
     @classmethod
     def for_env(cls, env_id: str, **overrides: Any) -> DynaConfig:
-        """rl-zoo's DQN hyperparameters for ``env_id``'s family (MountainCar, Acrobot, CartPole), then ``overrides``."""
+        """rl-zoo's DQN hyperparameters for ``env_id``'s family (MountainCar, Acrobot, CartPole), then ``overrides``.
+
+        rl-zoo's target interval counts env steps; here it counts gradient steps, so it is scaled by rl-zoo's updates
+        per env step (the same sync times for plain DQN).
+        """
         from mbrl.termination import base_name
 
         name = base_name(env_id)
         if name not in ZOO_DQN:
             raise ValueError(f"no rl-zoo DQN hyperparameters for {env_id!r}; known: {sorted(ZOO_DQN)}")
-        values: dict[str, Any] = {**ZOO_DQN[name], **overrides}
+        zoo = dict(ZOO_DQN[name])
+        steps = zoo["train_freq"] if zoo["gradient_steps"] < 0 else zoo["gradient_steps"]
+        zoo["target_update_interval"] = max(1, round(zoo["target_update_interval"] * steps / zoo["train_freq"]))
+        values: dict[str, Any] = {**zoo, **overrides}
         return cls(**values)
-
-
-class RolloutTruncator(Protocol):
-    """Per-step truncation of imagined rollouts (``meta.controllers.UncertaintyTruncation`` provides it)."""
-
-    def keep(self, step: int, disagreement: Any) -> Any:
-        """``[N]`` bool: which rollouts may continue, given their disagreement at ``step`` (step 0 calibrates)."""
-
-    @property
-    def threshold(self) -> float | None:
-        """The calibrated threshold."""
 
 
 EnvFn = Callable[[], gym.Env]
@@ -196,15 +227,20 @@ class BatchedDynaDQN:
             flat Box observation are required.
         cfg: Settings shared by all runs.
         seed: Base seed; run ``i`` uses ``run_seeds[i]`` (default ``seed * 10_000 + i``) for its networks, env,
-            world model and generators.
-        run_seeds: Explicit per-run seeds (e.g. to reproduce run 3 of a batch on its own).
+            world model and generator.
+        run_seeds: Explicit per-run seeds (e.g. to reproduce run 3 of a batch on its own, or to pair arms).
         termination: Known termination function for the imagined rollouts; default: looked up from the env id
             (:func:`mbrl.termination.termination_fn`), else the model's learned termination head.
+        compute_matched: Per run, whether it makes the extra updates on real data while ``K = 0`` (the baseline that
+            gets a model-using arm's gradient steps without its model).
+        models: Per run, a ready world model to use instead of a learned one (``None`` entries: learned), e.g. the
+            true simulator of :mod:`mbrl.models.true_dynamics` for a ceiling arm.
 
     Attributes:
         steps_done: Real env steps taken by every run.
         budget: ``cfg.budget``.
         phase: Number of completed phases.
+        ks: The rollout length in force per run.
     """
 
     def __init__(
@@ -214,15 +250,22 @@ class BatchedDynaDQN:
         seed: int,
         run_seeds: Sequence[int] | None = None,
         termination: TerminationFn | None = None,
+        compute_matched: Sequence[bool] | None = None,
+        models: Sequence[Any | None] | None = None,
     ) -> None:
         if not env_fns:
             raise ValueError("need at least one env factory")
         self.cfg = cfg
-        self.num_runs = len(env_fns)
-        default_seeds = [seed * 10_000 + i for i in range(self.num_runs)]
+        self.num_runs = b = len(env_fns)
+        default_seeds = [seed * 10_000 + i for i in range(b)]
         self.run_seeds = [int(s) for s in run_seeds] if run_seeds is not None else default_seeds
-        if len(self.run_seeds) != self.num_runs:
-            raise ValueError(f"need {self.num_runs} run seeds, got {len(self.run_seeds)}")
+        self.compute_matched = [bool(c) for c in compute_matched] if compute_matched is not None else [False] * b
+        overrides = list(models) if models is not None else [None] * b
+        for name, values in (("run seeds", self.run_seeds), ("compute_matched", self.compute_matched)):
+            if len(values) != b:
+                raise ValueError(f"need {b} {name}, got {len(values)}")
+        if len(overrides) != b:
+            raise ValueError(f"need {b} models (None for a learned one), got {len(overrides)}")
         self.env_fns = list(env_fns)
         self.envs = [fn() for fn in self.env_fns]
         space = self.envs[0].action_space
@@ -241,32 +284,40 @@ class BatchedDynaDQN:
         model_cfg = ModelConfig(
             **{**asdict(cfg.model), "learned_termination": learned or cfg.model.learned_termination}
         )
-        self.models = [DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s) for s in self.run_seeds]
+        self.models: list[Any] = [
+            override if override is not None else DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s)
+            for override, s in zip(overrides, self.run_seeds, strict=True)
+        ]
+        self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
-        self.q = BatchedQNetwork(self.num_runs, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
-        self.q_target = BatchedQNetwork(self.num_runs, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
+        self.q = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
+        self.q_target = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
         self.q_target.load_state_dict(self.q.state_dict())
         self.q_target.requires_grad_(False)
         self.optimizer = BatchedAdam(list(self.q.parameters()), lr=cfg.learning_rate)
-        b, cap = self.num_runs, int(cfg.buffer_size)
-        self.buf_obs = np.zeros((b, cap, self.obs_dim), np.float32)
-        self.buf_next_obs = np.zeros((b, cap, self.obs_dim), np.float32)
-        self.buf_action = np.zeros((b, cap), np.int64)
-        self.buf_reward = np.zeros((b, cap), np.float32)
-        self.buf_terminated = np.zeros((b, cap), np.float32)
-        self.buf_pos, self.buf_size = 0, 0
-        self.steps_done, self.phase = 0, 0
+        self.real = RunBatchedBuffer(b, cfg.buffer_size, self.obs_dim, self.num_actions, discrete_actions=True)
+        self.model_buffers = [
+            ModelBuffer(cfg.model_retain_rounds, self.obs_dim, self.num_actions, discrete_actions=True)
+            for _ in range(b)
+        ]
+        self.steps_done, self.phase, self.rollout_round = 0, 0, 0
         self.budget = int(cfg.budget)
+        self.ks = [0] * b
         self.obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, self.run_seeds, strict=True)])
         for env, s in zip(self.envs, self.run_seeds, strict=True):
             env.action_space.seed(s)
         self.episode_return = np.zeros(b)
-        self.episode_length = np.zeros(b, np.int64)
-        self.model_fitted = [False] * b
-        self.num_real_updates = 0
-        self.num_model_updates = 0
-        #: Mean ensemble disagreement at each step of the last burst's imagined rollouts, per run (for logging).
-        self.last_disagreement_by_step: list[list[float]] = [[] for _ in range(self.num_runs)]
+        self.model_fitted = [
+            bool(getattr(m, "fitted", False)) and override is not None
+            for m, override in zip(self.models, overrides, strict=True)
+        ]
+        self.updates = np.zeros(b, np.int64)  # gradient steps per run: the target network's clock
+        self.model_updates = np.zeros(b, np.int64)  # of which on batches holding imagined data
+        self._truncators: list[RolloutTruncator | None] = [None] * b
+        self._phase_stats: list[dict[str, float]] = [{} for _ in range(b)]
+        self._last_model_metrics: list[dict[str, float]] = [{} for _ in range(b)]
+        #: Mean ensemble disagreement at each step of the last round of imagined rollouts, per run (for logging).
+        self.last_disagreement_by_step: list[list[float]] = [[] for _ in range(b)]
 
     # --- DQN pieces -------------------------------------------------------------------------------------------
 
@@ -297,72 +348,96 @@ class BatchedDynaDQN:
                 actions[i] = greedy[i]
         return actions
 
-    def _dqn_update(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminated: np.ndarray,
-        mask: np.ndarray | None = None,
-    ) -> None:
-        """One DQN update of every run on its own minibatch (arrays ``[B, batch, ...]``); masked runs are untouched."""
-        obs_t = torch.as_tensor(obs)
-        next_t = torch.as_tensor(next_obs)
+    def _dqn_update(self, batch: Transitions, mask: np.ndarray | None = None) -> None:
+        """One DQN update of every run selected by ``mask`` (``[B]`` bool, ``None``: all) on its own minibatch
+        (``batch`` arrays ``[B, n, ...]``); other runs are left exactly as they were."""
+        obs_t = torch.as_tensor(batch.obs)
         with torch.no_grad():
-            next_q = self.q_target(next_t).max(dim=-1).values
-            target = torch.as_tensor(rewards) + (1.0 - torch.as_tensor(terminated)) * self.cfg.gamma * next_q
-        q = self.q(obs_t).gather(-1, torch.as_tensor(actions).unsqueeze(-1)).squeeze(-1)
+            next_q = self.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values
+            not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
+            target = torch.as_tensor(batch.reward) + not_done * self.cfg.gamma * next_q
+        q = self.q(obs_t).gather(-1, torch.as_tensor(batch.action).unsqueeze(-1)).squeeze(-1)
         per_run = F.smooth_l1_loss(q, target, reduction="none").mean(dim=1)
         mask_t = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
-        loss = per_run.sum() if mask_t is None else (per_run * mask_t).sum()
+        # Each run's loss touches only its own parameters, so summing keeps the gradients independent.
+        loss = per_run.sum() if mask_t is None else torch.where(mask_t, per_run, torch.zeros_like(per_run)).sum()
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         clip_grad_norm_per_run(self.optimizer.params, self.cfg.max_grad_norm)
         self.optimizer.step(mask_t)
+        active = np.ones(self.num_runs, bool) if mask is None else np.asarray(mask, bool)
+        self.updates += active
+        # Target sync on the gradient-step clock, per run (SB3 syncs on env steps; with extra model updates a run's
+        # target would otherwise go stale in update terms).
+        sync = active & (self.updates % self.cfg.target_update_interval == 0)
+        if sync.any():
+            self.q_target.copy_runs_from(self.q, torch.as_tensor(sync))
 
-    def _sample_real(self, batch_size: int) -> tuple[np.ndarray, ...]:
-        idx = np.stack([rng.integers(0, self.buf_size, size=batch_size) for rng in self.rngs])
-        runs = np.arange(self.num_runs)[:, None]
-        return (
-            self.buf_obs[runs, idx],
-            self.buf_action[runs, idx],
-            self.buf_reward[runs, idx],
-            self.buf_next_obs[runs, idx],
-            self.buf_terminated[runs, idx],
-        )
+    def _uses_model(self, i: int) -> bool:
+        return self.ks[i] > 0 and len(self.model_buffers[i]) > 0
 
-    def _env_step(self, phase_returns: list[list[float]]) -> None:
-        actions = self._act()
-        pos = self.buf_pos
-        for i, env in enumerate(self.envs):
-            next_obs, reward, terminated, truncated, _ = env.step(int(actions[i]))
-            self.buf_obs[i, pos] = self.obs[i]
-            self.buf_action[i, pos] = actions[i]
-            self.buf_reward[i, pos] = reward
-            self.buf_next_obs[i, pos] = next_obs
-            self.buf_terminated[i, pos] = float(terminated)  # a time-limit cut still bootstraps
-            self.episode_return[i] += float(reward)
-            self.episode_length[i] += 1
-            if terminated or truncated:
-                phase_returns[i].append(float(self.episode_return[i]))
-                self.episode_return[i], self.episode_length[i] = 0.0, 0
-                next_obs, _ = env.reset()
-            self.obs[i] = next_obs
-        self.buf_pos = (pos + 1) % self.cfg.buffer_size
-        self.buf_size = min(self.buf_size + 1, self.cfg.buffer_size)
-        self.steps_done += 1
+    def _minibatch(self, active: np.ndarray) -> Transitions:
+        """One minibatch per run ``[B, batch, ...]``: real data, mixed with imagined data for runs using the model.
+
+        Runs that are not ``active`` get placeholder rows (their loss is masked) and draw nothing from their
+        generator, so what run ``i`` draws depends only on run ``i``.
+        """
         cfg = self.cfg
-        # SB3 DQN order: target sync is checked after every env step, training after every `train_freq` steps.
-        if self.steps_done % max(cfg.target_update_interval, 1) == 0:
-            self.q_target.load_state_dict(self.q.state_dict())
-        if self.steps_done % cfg.train_freq == 0 and self.steps_done > cfg.learning_starts:
-            steps = cfg.train_freq if cfg.gradient_steps < 0 else cfg.gradient_steps
-            for _ in range(steps):
-                self._dqn_update(*self._sample_real(cfg.batch_size))
-                self.num_real_updates += 1
+        n = cfg.batch_size
+        n_real = round(cfg.real_ratio * n)
+        idx = np.zeros((self.num_runs, n), np.int64)
+        mixed: list[tuple[int, Transitions]] = []
+        for i, rng in enumerate(self.rngs):
+            if not active[i]:
+                continue
+            if self._uses_model(i):
+                idx[i, :n_real] = rng.integers(0, self.real.size, size=n_real)
+                mixed.append((i, self.model_buffers[i].sample(n - n_real, rng)))
+            else:
+                idx[i] = rng.integers(0, self.real.size, size=n)
+        batch = self.real.gather(idx)
+        for i, imagined in mixed:
+            for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+                getattr(batch, name)[i, n_real:] = getattr(imagined, name)
+        return batch
 
-    # --- the model side -------------------------------------------------------------------------------------------
+    def _train_round(self) -> None:
+        cfg = self.cfg
+        everyone = np.ones(self.num_runs, bool)
+        extra = np.array([self._uses_model(i) or (c and self.ks[i] == 0) for i, c in enumerate(self.compute_matched)])
+        uses = np.array([self._uses_model(i) for i in range(self.num_runs)])
+        for _ in range(cfg.updates_per_round):
+            self._dqn_update(self._minibatch(everyone))
+            self.model_updates += uses
+        if extra.any():
+            for _ in range(cfg.extra_updates_per_round):
+                self._dqn_update(self._minibatch(extra), mask=extra)
+                self.model_updates += uses
+
+    def _env_step(self) -> None:
+        actions = self._act()
+        next_obs = np.empty_like(self.obs)
+        rewards, terminated, truncated = (
+            np.zeros(self.num_runs),
+            np.zeros(self.num_runs, bool),
+            np.zeros(self.num_runs, bool),
+        )
+        for i, env in enumerate(self.envs):
+            nxt, reward, term, trunc, _ = env.step(int(actions[i]))
+            next_obs[i], rewards[i], terminated[i], truncated[i] = nxt, reward, term, trunc
+        # A time-limit cut still bootstraps: only `terminated` ends the value target.
+        self.real.add(self.obs, actions, rewards, next_obs, terminated, truncated)
+        self.episode_return += rewards
+        for i in np.flatnonzero(terminated | truncated).tolist():
+            self._phase_stats[i].setdefault("episodes", 0.0)
+            self._phase_stats[i]["episodes"] += 1.0
+            self._phase_stats[i]["return_sum"] = self._phase_stats[i].get("return_sum", 0.0) + self.episode_return[i]
+            self.episode_return[i] = 0.0
+            next_obs[i] = self.envs[i].reset()[0]
+        self.obs = next_obs
+        self.steps_done += 1
+
+    # --- the model side ---------------------------------------------------------------------------------------
 
     def _policy(self, run: int, epsilon: float) -> Callable[[np.ndarray], np.ndarray]:
         rng = self.rngs[run]
@@ -378,128 +453,46 @@ class BatchedDynaDQN:
 
         return act
 
-    def _fit_models(self, ks: Sequence[int]) -> list[dict[str, float]]:
-        data = slice(0, self.buf_size)
-        metrics: list[dict[str, float]] = []
+    def _needs_model(self, i: int) -> bool:
+        return self.ks[i] > 0 or self.cfg.train_model_when_k0
+
+    def _fit_models(self) -> None:
         for i, model in enumerate(self.models):
-            if ks[i] == 0 and not self.cfg.train_model_when_k0:
-                metrics.append({})
+            if not self._needs_model(i):
                 continue
-            metrics.append(
-                model.fit(
-                    self.buf_obs[i, data],
-                    self.buf_action[i, data],
-                    self.buf_reward[i, data],
-                    self.buf_next_obs[i, data],
-                    self.buf_terminated[i, data],
-                )
-            )
+            data = self.real.run(i)
+            metrics = model.fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
+            self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
             self.model_fitted[i] = True
-        return metrics
 
-    def _model_env(self, run: int) -> ModelEnv:
-        return ModelEnv(self.models[run], self.termination, self.obs_dim, (), np.int64)
-
-    def _dyna_burst(self, ks: Sequence[int], truncators: Sequence[RolloutTruncator | None]) -> list[dict[str, float]]:
-        """Imagined rollouts into a fresh ``D'`` per run, then ``G'`` batched updates on it (Algorithm 1, burst)."""
+    def _rollout_round(self) -> None:
+        """``M`` imagined rollouts of ``K`` steps per model-using run into its rolling model buffer."""
         cfg = self.cfg
         eps = self.exploration_rate()
-        datasets: list[Any] = []
-        info: list[dict[str, float]] = []
         for i in range(self.num_runs):
-            k = min(int(ks[i]), cfg.k_cap)
-            if k <= 0 or not self.model_fitted[i] or self.buf_size == 0:
-                self.last_disagreement_by_step[i] = []
-                datasets.append(None)
-                info.append({"model_transitions": 0.0, "rollout_disagreement_mean": float("nan")})
+            k = min(self.ks[i], cfg.k_cap)
+            if k <= 0 or not self.model_fitted[i]:
                 continue
             rng = self.rngs[i]
-            start = self.buf_obs[i, rng.integers(0, self.buf_size, size=cfg.num_model_rollouts)]
-            threshold = None
-            truncator = truncators[i]
-            if truncator is not None:
-                # MACURA calibration: percentile of the disagreement at the first step, on real start states.
-                probe = self.models[i].predict(start, self._policy(i, 0.0)(start), rng)
-                truncator.keep(0, probe.disagreement)
-                threshold = truncator.threshold
-            result = self._model_env(i).rollout(start, self._policy(i, eps), k, rng, disagreement_threshold=threshold)
+            size = self.real.size
+            starts = rng.choice(size, size=cfg.num_model_rollouts, replace=size < cfg.num_model_rollouts)
+            start_obs = self.real.obs[i, starts]
+            truncator = self._truncators[i]
+            result = self.model_envs[i].rollout(
+                start_obs, self._policy(i, eps), k, rng, keep_fn=None if truncator is None else truncator.keep
+            )
             if result.num_nonfinite:
                 self.models[i].restore_last_good()
-            datasets.append(result.transitions if len(result.transitions) else None)
-            by_step = result.disagreement_by_step
-            self.last_disagreement_by_step[i] = list(by_step)
-            info.append(
-                {
-                    "model_transitions": float(len(result.transitions)),
-                    "rollout_disagreement_mean": float(np.mean(by_step)) if by_step else float("nan"),
-                    "rollout_nonfinite": float(result.num_nonfinite),
-                    "rollout_uncertainty_cut": float(result.num_uncertainty_cut),
-                    "rollout_seconds": result.seconds,
-                }
-            )
-        mask = np.array([d is not None for d in datasets])
-        if mask.any():
-            for _ in range(cfg.planning_updates):
-                parts: list[list[np.ndarray]] = [[], [], [], [], []]
-                for i, data in enumerate(datasets):
-                    if data is None:  # placeholder rows; the run's loss is masked out
-                        idx = np.zeros(cfg.batch_size, np.int64)
-                        src = (
-                            self.buf_obs[i, idx],
-                            self.buf_action[i, idx],
-                            self.buf_reward[i, idx],
-                            self.buf_next_obs[i, idx],
-                            self.buf_terminated[i, idx],
-                        )
-                    else:
-                        idx = self.rngs[i].integers(0, len(data), size=cfg.batch_size)
-                        src = (
-                            data.obs[idx],
-                            data.action[idx],
-                            data.reward[idx],
-                            data.next_obs[idx],
-                            data.terminated[idx].astype(np.float32),
-                        )
-                    for part, value in zip(parts, src, strict=True):
-                        part.append(value)
-                obs, actions, rewards, next_obs, terminated = (np.stack(p) for p in parts)
-                self._dqn_update(obs, actions, rewards, next_obs, terminated, mask=mask)
-                self.num_model_updates += 1
-        return info
-
-    @torch.no_grad()
-    def _model_episode(self, run: int, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        """Greedy episodes in run ``run``'s model (elite means) from start states ``[N, obs_dim]``.
-
-        Returns:
-            Returns ``[N]``, lengths ``[N]`` and the mean ensemble disagreement over all steps of all episodes.
-        """
-        model, n = self.models[run], start.shape[0]
-        obs = start.astype(np.float64)
-        alive = np.ones(n, bool)
-        returns, lengths = np.zeros(n), np.zeros(n, np.int64)
-        disagreement: list[np.ndarray] = []
-        policy = self._policy(run, 0.0)
-        rng = np.random.default_rng(self.run_seeds[run] + 7_919 * (self.phase + 1))
-        for _ in range(self.max_episode_steps):
-            actions = policy(obs)
-            step = model.predict(obs, actions, rng, deterministic=True)
-            nxt = np.where(np.isfinite(step.next_obs), step.next_obs, obs)
-            if self.termination is not None:
-                done = np.asarray(self.termination(obs, actions, nxt), bool)
-            elif step.terminated_prob is not None:
-                done = step.terminated_prob > 0.5
-            else:
-                done = np.zeros(n, bool)
-            done |= ~step.finite
-            disagreement.append(step.disagreement[alive])
-            returns += np.where(alive, np.nan_to_num(step.reward), 0.0)
-            lengths += alive
-            alive &= ~done
-            obs = nxt
-            if not alive.any():
-                break
-        return returns, lengths, float(np.mean(np.concatenate(disagreement)))
+            self.model_buffers[i].add_batch(result.transitions, self.rollout_round)
+            self.last_disagreement_by_step[i] = list(result.disagreement_by_step)
+            stats = self._phase_stats[i]
+            stats["model_transitions"] = stats.get("model_transitions", 0.0) + len(result.transitions)
+            stats["rollout_seconds"] = stats.get("rollout_seconds", 0.0) + result.seconds
+            stats["rollout_nonfinite"] = stats.get("rollout_nonfinite", 0.0) + result.num_nonfinite
+            stats["rollout_uncertainty_cut"] = stats.get("rollout_uncertainty_cut", 0.0) + result.num_uncertainty_cut
+            if result.disagreement_by_step:
+                stats["rollout_disagreement_mean"] = float(np.mean(result.disagreement_by_step))
+        self.rollout_round += 1
 
     # --- evaluation -------------------------------------------------------------------------------------------
 
@@ -553,21 +546,20 @@ class BatchedDynaDQN:
     def run_phase(
         self, ks: Sequence[int], truncators: Sequence[RolloutTruncator | None] | None = None
     ) -> list[dict[str, float]]:
-        """Advance every run by one phase: ``P`` real steps, model refit, Dyna burst with rollout length ``ks[i]``.
+        """Advance every run by one phase of ``P`` real env steps with rollout length ``ks[i]``.
+
+        Callers go through :class:`mbrl.phases.RolloutLengthDriver`, which owns the rollout length.
 
         Args:
-            ks: Rollout length per run (capped at ``cfg.k_cap``; 0 = no model use).
+            ks: Rollout length per run for this phase (capped at ``cfg.k_cap``; 0 = no model use).
             truncators: Optional per-run per-step truncation (MACURA-style uncertainty controller); rollouts then run
                 up to ``ks[i]`` steps and stop where :meth:`RolloutTruncator.keep` says so.
 
         Returns:
-            One feedback dict per run: ``mean_return`` (greedy evaluation after the phase's real steps, before the
-            burst), ``train_return`` (mean return of training episodes finished in the phase, NaN if none),
-            ``model_return_error`` / ``model_length_error`` (model episode from the evaluation's start states under
-            the same greedy policy, minus the real one; signed), ``model_holdout_loss`` (holdout NLL),
-            ``model_holdout_mse``, ``disagreement_mean`` (mean ensemble disagreement along those model episodes),
-            ``rollout_disagreement_mean`` (along the burst's imagined rollouts), ``env_steps``,
-            ``budget_fraction``, ``k``, ``model_transitions``, ``epsilon``, ``seconds``.
+            One feedback dict per run, evaluated at the end of the phase: the keys of
+            :data:`mbrl.phases.FEEDBACK_KEYS` plus ``train_return`` (mean return of training episodes finished in the
+            phase, NaN if none), ``model_holdout_nmse``, ``rollout_disagreement_mean``, ``k``,
+            ``model_transitions`` (imagined transitions added in the phase), ``epsilon`` and ``seconds``.
         """
         if len(ks) != self.num_runs:
             raise ValueError(f"need {self.num_runs} rollout lengths, got {len(ks)}")
@@ -576,43 +568,66 @@ class BatchedDynaDQN:
         steps = min(self.cfg.phase_length, self.budget - self.steps_done)
         if steps <= 0:
             raise RuntimeError(f"budget of {self.budget} env steps is used up")
-        truncs: Sequence[RolloutTruncator | None] = truncators if truncators is not None else [None] * self.num_runs
+        cfg = self.cfg
         started = time.perf_counter()
-        phase_returns: list[list[float]] = [[] for _ in range(self.num_runs)]
+        new_ks = [min(int(k), cfg.k_cap) for k in ks]
+        for i, (old, new) in enumerate(zip(self.ks, new_ks, strict=True)):
+            if new == 0 and old > 0:
+                self.model_buffers[i].clear()  # K = 0 means no imagined data at all, not stale data
+        self.ks = new_ks
+        self._truncators = list(truncators) if truncators is not None else [None] * self.num_runs
+        self._phase_stats = [{} for _ in range(self.num_runs)]
         for _ in range(steps):
-            self._env_step(phase_returns)
-        model_metrics = self._fit_models(ks)
-        returns, lengths, starts = self._greedy_episodes(self.cfg.eval_episodes, None, seed_offset=self.phase)
-        feedback: list[dict[str, float]] = []
-        for i in range(self.num_runs):
-            fb: dict[str, float] = {
-                "mean_return": float(returns[i].mean()),
-                "train_return": float(np.mean(phase_returns[i])) if phase_returns[i] else float("nan"),
-                "env_steps": float(self.steps_done),
-                "budget_fraction": self.steps_done / self.budget,
-                "k": float(min(int(ks[i]), self.cfg.k_cap)),
-                "epsilon": self.exploration_rate(),
-            }
-            if self.model_fitted[i]:
-                m_ret, m_len, fb["disagreement_mean"] = self._model_episode(i, starts[i])
-                fb["model_return_error"] = float(np.mean(m_ret - returns[i]))
-                fb["model_length_error"] = float(np.mean(m_len - lengths[i]))
-            else:
-                fb.update(
-                    model_return_error=float("nan"), model_length_error=float("nan"), disagreement_mean=float("nan")
-                )
-            metrics = model_metrics[i]
-            fb["model_holdout_loss"] = metrics.get("model/holdout_nll", float("nan"))
-            fb["model_holdout_mse"] = metrics.get("model/holdout_mse", float("nan"))
-            fb["model_restored_after_nan"] = metrics.get("model/restored_after_nan", 0.0)
-            feedback.append(fb)
-        burst = self._dyna_burst(ks, truncs)
-        for fb, info in zip(feedback, burst, strict=True):
-            fb.update(info)
+            self._env_step()
+            if self.steps_done % cfg.model_train_freq == 0:
+                self._fit_models()
+            if self.steps_done % cfg.rollout_freq == 0:
+                self._rollout_round()
+            if self.steps_done % cfg.train_freq == 0 and self.steps_done > cfg.learning_starts:
+                self._train_round()
+        feedback = self._feedback()
         self.phase += 1
         elapsed = time.perf_counter() - started
         for fb in feedback:
             fb["seconds"] = elapsed
+        return feedback
+
+    def _feedback(self) -> list[dict[str, float]]:
+        """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit."""
+        nan = float("nan")
+        returns, lengths, starts = self._greedy_episodes(self.cfg.eval_episodes, None, seed_offset=self.phase)
+        feedback = []
+        for i in range(self.num_runs):
+            stats = self._phase_stats[i]
+            episodes = stats.get("episodes", 0.0)
+            fb: dict[str, float] = {
+                "mean_return": float(returns[i].mean()),
+                "train_return": stats.get("return_sum", 0.0) / episodes if episodes else nan,
+                "env_steps": float(self.steps_done),
+                "budget_fraction": self.steps_done / self.budget,
+                "k": float(self.ks[i]),
+                "epsilon": self.exploration_rate(),
+                "model_transitions": stats.get("model_transitions", 0.0),
+                "rollout_disagreement_mean": stats.get("rollout_disagreement_mean", nan),
+                "rollout_seconds": stats.get("rollout_seconds", 0.0),
+                "rollout_nonfinite": stats.get("rollout_nonfinite", 0.0),
+                "rollout_uncertainty_cut": stats.get("rollout_uncertainty_cut", 0.0),
+            }
+            if self.model_fitted[i]:
+                rng = np.random.default_rng([self.run_seeds[i], 7_919, self.phase])
+                m_ret, m_len, fb["disagreement_mean"] = self.model_envs[i].episodes(
+                    starts[i], self._policy(i, 0.0), self.max_episode_steps, rng
+                )
+                fb["model_return_error"] = float(np.mean(m_ret - returns[i]))
+                fb["model_length_error"] = float(np.mean(m_len - lengths[i]))
+            else:
+                fb.update(model_return_error=nan, model_length_error=nan, disagreement_mean=nan)
+            metrics = self._last_model_metrics[i]
+            fb["model_holdout_loss"] = metrics.get("model/holdout_nll", nan)
+            fb["model_holdout_mse"] = metrics.get("model/holdout_mse", nan)
+            fb["model_holdout_nmse"] = metrics.get("model/holdout_nmse", nan)
+            fb["model_restored_after_nan"] = metrics.get("model/restored_after_nan", 0.0)
+            feedback.append(fb)
         return feedback
 
     @property
@@ -636,7 +651,7 @@ class BatchedDynaDQN:
     def _load_env_state(self, env: gym.Env, state: Mapping[str, Any] | None, index: int) -> None:
         if state is None:  # an env without a restorable `state`: start a fresh episode instead
             self.obs[index] = env.reset(seed=self.run_seeds[index] + 1_000_003 * self.phase)[0]
-            self.episode_return[index], self.episode_length[index] = 0.0, 0
+            self.episode_return[index] = 0.0
             return
         base: Any = env.unwrapped
         base.state = state["state"].numpy().copy()
@@ -648,31 +663,25 @@ class BatchedDynaDQN:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (for classic-control envs): networks, optimizer, buffers, models,
         generators, env states and counters; tensors and plain data only (``weights_only`` loading)."""
-        filled = slice(0, self.buf_size)
         return {
             "q": self.q.state_dict(),
             "q_target": self.q_target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "buffer": {
-                "obs": torch.as_tensor(self.buf_obs[:, filled]).clone(),
-                "next_obs": torch.as_tensor(self.buf_next_obs[:, filled]).clone(),
-                "action": torch.as_tensor(self.buf_action[:, filled]).clone(),
-                "reward": torch.as_tensor(self.buf_reward[:, filled]).clone(),
-                "terminated": torch.as_tensor(self.buf_terminated[:, filled]).clone(),
-                "pos": self.buf_pos,
-                "size": self.buf_size,
-            },
+            "real": self.real.state_dict(),
+            "model_buffers": [m.state_dict() for m in self.model_buffers],
             "models": [m.state_dict() for m in self.models],
             "model_fitted": list(self.model_fitted),
+            "last_model_metrics": [dict(m) for m in self._last_model_metrics],
             "rngs": [_rng_state(r) for r in self.rngs],
             "envs": [self._env_state(env) for env in self.envs],
             "obs": torch.as_tensor(self.obs).clone(),
             "episode_return": torch.as_tensor(self.episode_return).clone(),
-            "episode_length": torch.as_tensor(self.episode_length).clone(),
             "steps_done": self.steps_done,
             "phase": self.phase,
-            "num_real_updates": self.num_real_updates,
-            "num_model_updates": self.num_model_updates,
+            "rollout_round": self.rollout_round,
+            "ks": list(self.ks),
+            "updates": torch.as_tensor(self.updates).clone(),
+            "model_updates": torch.as_tensor(self.model_updates).clone(),
             "run_seeds": list(self.run_seeds),
         }
 
@@ -683,24 +692,21 @@ class BatchedDynaDQN:
         self.q.load_state_dict(state["q"])
         self.q_target.load_state_dict(state["q_target"])
         self.optimizer.load_state_dict(state["optimizer"])
-        buf = state["buffer"]
-        size = int(buf["size"])
-        self.buf_obs[:, :size] = buf["obs"].numpy()
-        self.buf_next_obs[:, :size] = buf["next_obs"].numpy()
-        self.buf_action[:, :size] = buf["action"].numpy()
-        self.buf_reward[:, :size] = buf["reward"].numpy()
-        self.buf_terminated[:, :size] = buf["terminated"].numpy()
-        self.buf_pos, self.buf_size = int(buf["pos"]), size
+        self.real.load_state_dict(state["real"])
+        for buffer, saved in zip(self.model_buffers, state["model_buffers"], strict=True):
+            buffer.load_state_dict(saved)
         for model, saved in zip(self.models, state["models"], strict=True):
             model.load_state_dict(saved)
         self.model_fitted = [bool(f) for f in state["model_fitted"]]
+        self._last_model_metrics = [{str(k): float(v) for k, v in m.items()} for m in state["last_model_metrics"]]
         for rng, saved in zip(self.rngs, state["rngs"], strict=True):
             _set_rng_state(rng, saved)
         self.steps_done, self.phase = int(state["steps_done"]), int(state["phase"])
-        self.num_real_updates = int(state["num_real_updates"])
-        self.num_model_updates = int(state["num_model_updates"])
+        self.rollout_round = int(state["rollout_round"])
+        self.ks = [int(k) for k in state["ks"]]
+        self.updates = state["updates"].numpy().copy()
+        self.model_updates = state["model_updates"].numpy().copy()
         self.obs = state["obs"].numpy().astype(np.float32).copy()
         self.episode_return = state["episode_return"].numpy().copy()
-        self.episode_length = state["episode_length"].numpy().copy()
         for i, (env, saved) in enumerate(zip(self.envs, state["envs"], strict=True)):
             self._load_env_state(env, saved, i)

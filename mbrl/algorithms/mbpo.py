@@ -39,9 +39,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from mbrl.buffers import MixedReplayBuffer, ModelBuffer, TransitionBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.phases import RolloutLengthDriver
 from mbrl.run_state import capture_rng, capture_sac, restore_rng, restore_sac
 from mbrl.termination import termination_fn
-from meta.controllers import Controller, make_controller
+from meta.controllers import make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
 from rolloutlab.logs import make_logger
@@ -91,10 +92,14 @@ class MBPOConfig:
         epoch_length: Env steps per epoch; the controller decides once per epoch and the model buffer retains
             ``model_retain_epochs`` epochs.
         model_train_freq: Env steps between model refits (each followed by a rollout round), MBPO's F.
-        rollout_batch_size: Imagined rollouts started per round (start states drawn from the real buffer).
+        rollout_batch_size: Imagined rollouts started per round (start states drawn from the real buffer without
+            replacement while it holds enough). MBPO's default (Janner et al. 2019, appendix C): 100k per round.
         updates_per_step: SAC gradient updates per env step, MBPO's G.
         real_ratio: Share of real transitions in each SAC batch.
-        model_retain_epochs: Epochs of imagined data kept in the model buffer.
+        model_retain_epochs: Epochs of imagined data kept in the model buffer (4 epochs of 250 steps: MBPO's pool of
+            one 1000-step epoch of rounds).
+        model_error_episodes: Real episodes behind the ``model_return_error`` / ``model_length_error`` feedback at
+            each decision (0: not computed, NaN).
         real_buffer_size: Capacity of the real buffer.
         eval_every: Env steps between deterministic evaluations (0: never).
         eval_episodes: Episodes per evaluation.
@@ -111,10 +116,11 @@ class MBPOConfig:
     initial_random_steps: int = 500
     epoch_length: int = 250
     model_train_freq: int = 250
-    rollout_batch_size: int = 5_000
+    rollout_batch_size: int = 100_000
     updates_per_step: int = 10
     real_ratio: float = 0.05
-    model_retain_epochs: int = 1
+    model_retain_epochs: int = 4
+    model_error_episodes: int = 1
     real_buffer_size: int = 1_000_000
     eval_every: int = 500
     eval_episodes: int = 5
@@ -190,8 +196,8 @@ class MBPO:
         self.model_env = ModelEnv(self.model, done_fn, self.obs_dim, (self.act_dim,), np.float32)
         self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
         self.model_buffer = ModelBuffer(cfg.model_retain_epochs, self.obs_dim, self.act_dim)
-        self.controller: Controller = make_controller(cfg.controller)
-        self.controller.reset()
+        # The one owner of the rollout length: asks the controller once per epoch, caps, logs and saves it.
+        self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
 
         ent_coef: str | float = cfg.sac.ent_coef if cfg.sac.ent_coef.startswith("auto") else float(cfg.sac.ent_coef)
         self.sac = SAC(
@@ -213,6 +219,7 @@ class MBPO:
         )
         self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
         self.sac.set_logger(self.logger)
+        self.driver.logger = self.logger
 
         # Counters and history (all saved in checkpoints).
         self.env_steps = 0
@@ -285,28 +292,60 @@ class MBPO:
             self.episodes += 1
             self._obs = None
 
-    def _feedback(self, epoch: int) -> dict[str, Any]:
+    def _feedback(self) -> dict[str, Any]:
+        """The shared feedback vocabulary (:data:`mbrl.phases.FEEDBACK_KEYS`) at an epoch's decision point."""
         last = self.last_rollout
         evals = [r for _, r in self.eval_history]
         by_step = list(last.disagreement_by_step) if last else []
-        nll = self.last_model_metrics.get("model/holdout_nll", math.nan)
-        eval_return = evals[-1] if evals else math.nan
-        return {
-            "epoch": epoch,
-            "budget_fraction": self.env_steps / self.cfg.total_steps,
+        nan = math.nan
+        feedback: dict[str, Any] = {
             "env_steps": self.env_steps,
-            "current_length": self.rollout_length,
-            "model_holdout_nll": nll,
-            "model_holdout_mse": self.last_model_metrics.get("model/holdout_mse", math.nan),
+            "budget_fraction": self.env_steps / self.cfg.total_steps,
+            "mean_return": evals[-1] if evals else nan,
+            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
+            "model_holdout_loss": self.last_model_metrics.get("model/holdout_nll", nan),
+            "model_holdout_mse": self.last_model_metrics.get("model/holdout_mse", nan),
+            "model_holdout_nmse": self.last_model_metrics.get("model/holdout_nmse", nan),
+            "rollout_disagreement_mean": float(np.mean(by_step)) if by_step else nan,
             "disagreement_by_step": by_step,
             "first_step_disagreement": last.first_step_disagreement if last else np.zeros(0),
-            "eval_return": eval_return,
-            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
-            # The same quantities under the names of the Dyna feedback (mbrl.algorithms.dyna.FEEDBACK_KEYS),
-            # so a learned controller reads MBPO runs too.
-            "mean_return": eval_return,
-            "model_holdout_loss": nll,
-            "disagreement_mean": float(np.mean(by_step)) if by_step else math.nan,
+        }
+        feedback.update(self._model_errors())
+        return feedback
+
+    def _model_errors(self) -> dict[str, float]:
+        """Model-vs-real return and length of the deterministic policy from the same start states.
+
+        ``model_error_episodes`` real episodes (seeded apart from training and evaluation) and model episodes from
+        their first states; the errors are model minus real, signed (Bhatia, Thomas & Zilberstein 2022, section 4).
+        """
+        cfg = self.cfg
+        nan = math.nan
+        if not self.model.fitted or cfg.model_error_episodes <= 0:
+            return {"model_return_error": nan, "model_length_error": nan, "disagreement_mean": nan}
+        env = make_env(cfg.env_id)
+        max_steps = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
+        starts, returns, lengths = [], [], []
+        for e in range(cfg.model_error_episodes):
+            obs, _ = env.reset(seed=cfg.seed + 20_000 + 1_000 * e + self.decided_epoch)
+            starts.append(np.asarray(obs, dtype=np.float32))
+            total, steps, done = 0.0, 0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(self.sac.predict(obs, deterministic=True)[0])
+                total, steps, done = total + float(reward), steps + 1, bool(terminated or truncated)
+            returns.append(total)
+            lengths.append(steps)
+        env.close()
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return np.asarray(self.sac.predict(obs, deterministic=True)[0], dtype=np.float32)
+
+        rng = np.random.default_rng([cfg.seed, 7_919, self.decided_epoch])
+        m_ret, m_len, disagreement = self.model_env.episodes(np.stack(starts), policy, max_steps, rng)
+        return {
+            "model_return_error": float(np.mean(m_ret - np.asarray(returns))),
+            "model_length_error": float(np.mean(m_len - np.asarray(lengths))),
+            "disagreement_mean": disagreement,
         }
 
     def _model_round(self) -> None:
@@ -327,16 +366,24 @@ class MBPO:
 
         epoch = self.env_steps // cfg.epoch_length
         if epoch != self.decided_epoch:
-            self.rollout_length = int(self.controller.decide(self._feedback(epoch)))
             self.decided_epoch = epoch
-        # Uncertainty controllers (meta.controllers.UncertaintyTruncation) also cut each rollout per sample.
-        keep_fn = getattr(self.controller, "keep", None)
+            budget_fraction = self.env_steps / cfg.total_steps
+            self.rollout_length = self.driver.decide(budget_fraction, [self._feedback()], epoch=epoch)[0]
+        truncator = self.driver.truncators[0]
         self.logger.record("meta/rollout_length", self.rollout_length)
-        self.logger.record("meta/epoch", epoch)
         if self.rollout_length <= 0:
             return
-        start = self.real.sample(cfg.rollout_batch_size, self.rng).obs
-        result = self.model_env.rollout(start, self._policy_actions, self.rollout_length, self.rng, keep_fn=keep_fn)
+        # Start states without replacement while the buffer holds enough (MBPO samples its pool the same way).
+        size = len(self.real)
+        idx = self.rng.choice(size, size=cfg.rollout_batch_size, replace=size < cfg.rollout_batch_size)
+        start = self.real.take(idx).obs
+        result = self.model_env.rollout(
+            start,
+            self._policy_actions,
+            self.rollout_length,
+            self.rng,
+            keep_fn=None if truncator is None else truncator.keep,
+        )
         if result.num_nonfinite:
             self.model.restore_last_good()
             self.nan_restores += 1
@@ -403,7 +450,7 @@ class MBPO:
             "model": self.model.state_dict(),
             "real_buffer": self.real.state_dict(),
             "model_buffer": self.model_buffer.state_dict(),
-            "controller": self.controller.state_dict(),
+            "driver": self.driver.state_dict(),
             "rng": capture_rng({"run": self.rng}),
             "counters": {
                 "env_steps": self.env_steps,
@@ -427,7 +474,7 @@ class MBPO:
         self.model.load_state_dict(state["model"])
         self.real.load_state_dict(state["real_buffer"])
         self.model_buffer.load_state_dict(state["model_buffer"])
-        self.controller.load_state_dict(state["controller"])
+        self.driver.load_state_dict(state["driver"])
         restore_rng(state["rng"], {"run": self.rng})
         counters = state["counters"]
         self.env_steps = int(counters["env_steps"])

@@ -3,14 +3,26 @@
 Training follows MBPO's reference implementation (Janner et al. 2019) and mbrl-lib: inputs (state, action) and targets
 (reward, delta-state) are standardized with statistics of the training split; each member trains on its own bootstrap
 resample in shuffled minibatches; a holdout split scores each member after every epoch; a member's weights are
-snapshotted whenever its holdout error improves by more than ``improvement_threshold`` (relative); training stops
-after ``patience`` epochs without any member improving (or at ``max_epochs``); the best snapshot of every member is
-restored and the ``num_elites`` members with the lowest holdout MSE become the elites used for prediction.
+snapshotted whenever its holdout error improves by more than ``improvement_threshold`` (relative); the best snapshot
+of every member is restored at the end and the ``num_elites`` members with the lowest holdout MSE become the elites
+used for prediction.
+
+Every fit starts its best scores afresh (MBPO's reference resets them at each ``train`` call): the normalizer is
+refit to the new data first, so the previous weights' score is a score of weights trained under other statistics,
+and keeping them whenever the refit did not beat it would pair stale weights with the new normalizer. The first
+epoch's result is the baseline instead, so the weights a fit ends with were always trained under the normalizer
+they are used with.
+
+Early stopping counts gradient steps rather than epochs: with a small buffer an epoch is one or two minibatches, so
+MBPO's five epochs of patience would stop a warm refit after about ten steps, before Adam's restart has settled.
+Training stops once no member has improved for ``patience_steps`` gradient steps (and ``patience`` epochs), but never
+before ``min_train_steps`` steps; ``max_epochs`` and ``max_train_steps`` are hard caps.
 
 Targets are standardized too (a departure from MBPO, which only normalizes inputs): MountainCar's velocity changes by
 about 1e-3 per step, far below the standard deviation that MBPO's log-variance floor of -10 allows, so predicting raw
 deltas would drown the dynamics in model noise. Holdout NLL and MSE are therefore reported in standardized target
-units, comparable across environments.
+units, comparable across environments; ``model/holdout_nmse`` divides each output's holdout MSE by that output's
+holdout variance (1 is the score of predicting the mean).
 """
 
 from __future__ import annotations
@@ -32,6 +44,10 @@ from mbrl.models.termination_head import TerminationHead
 
 #: MBPO's per-layer L2 weight decay for its 4 hidden layers + output layer (reference implementation, ``bnn.py``).
 MBPO_WEIGHT_DECAYS = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
+
+#: Default :attr:`ModelConfig.patience_steps` and :attr:`ModelConfig.min_train_steps` (see the measurements there).
+PATIENCE_STEPS = 500
+MIN_TRAIN_STEPS = 1000
 
 
 def default_weight_decays(num_layers: int) -> list[float]:
@@ -56,9 +72,18 @@ class ModelConfig:
         batch_size: Minibatch size per member.
         holdout_fraction: Fraction of the data held out for early stopping and elite selection.
         max_holdout: Cap on the holdout size (MBPO: 5000).
-        patience: Epochs without improvement of any member before training stops (MBPO: 5).
+        patience: Epochs without improvement of any member before training may stop (MBPO: 5). Training stops only
+            once both ``patience`` epochs and ``patience_steps`` gradient steps have passed without an improvement,
+            so on a large buffer (many steps per epoch) this is MBPO's rule and on a small one ``patience_steps``
+            governs.
+        patience_steps: Gradient steps without improvement of any member before training may stop. The holdout is
+            still scored once per epoch, so the stop falls on the first epoch end past this many steps.
+        min_train_steps: Gradient steps every fit takes before early stopping may end it (the caps below still
+            apply). A warm refit first loses accuracy to the restarted Adam moments and the new normalizer; this
+            floor gives it time to recover and improve.
         improvement_threshold: Relative holdout-MSE improvement that counts as an improvement (MBPO: 0.01).
-        max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call.
+        max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call; high enough not to bind in practice
+            (the step-based patience ends fits), it only bounds a fit that keeps improving by tiny amounts.
         max_train_steps: Optional cap on minibatch gradient steps per :meth:`DynamicsModel.fit` call (``None``: no
             cap). Each fit warm-starts from the previous weights, so when the buffer grows large a fixed number of
             steps keeps the refit cost flat instead of growing with the data; the holdout check still runs on the
@@ -81,8 +106,10 @@ class ModelConfig:
     holdout_fraction: float = 0.2
     max_holdout: int = 5000
     patience: int = 5
+    patience_steps: int = PATIENCE_STEPS
+    min_train_steps: int = MIN_TRAIN_STEPS
     improvement_threshold: float = 0.01
-    max_epochs: int = 100
+    max_epochs: int = 1000
     max_train_steps: int | None = None
     bootstrap: bool = True
     learned_termination: bool = False
@@ -124,6 +151,11 @@ class DynamicsModel:
     def __init__(self, obs_dim: int, action_dim: int, discrete_actions: bool, cfg: ModelConfig, seed: int = 0) -> None:
         if cfg.max_train_steps is not None and cfg.max_train_steps < 1:
             raise ValueError(f"ModelConfig.max_train_steps must be >= 1 or None, got {cfg.max_train_steps}")
+        if cfg.patience_steps < 0 or cfg.min_train_steps < 0:
+            raise ValueError(
+                f"ModelConfig.patience_steps and min_train_steps must be >= 0, got {cfg.patience_steps} and "
+                f"{cfg.min_train_steps}"
+            )
         self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
         self.cfg = cfg
         in_dim, out_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
@@ -138,7 +170,7 @@ class DynamicsModel:
         self.input_normalizer = Normalizer(in_dim)
         self.output_normalizer = Normalizer(out_dim)
         self._rng = np.random.default_rng(seed)
-        self._last_good: dict[str, Any] = self._weights()
+        self._last_good: dict[str, Any] = self._snapshot()
         self.fitted = False
 
     # --- data layout ------------------------------------------------------------------------------------------
@@ -174,24 +206,40 @@ class DynamicsModel:
             params.update({f"termination.{n}": p for n, p in self.termination.named_parameters()})
         return {n: p for n, p in params.items() if p.shape[0] == self.cfg.ensemble_size and p.dim() == 3}
 
+    def _snapshot(self) -> dict[str, Any]:
+        """Weights together with the normalizer statistics they were trained under (one consistent model)."""
+        return {
+            **self._weights(),
+            "input_normalizer": self.input_normalizer.state_dict(),
+            "output_normalizer": self.output_normalizer.state_dict(),
+        }
+
+    def _load_snapshot(self, snapshot: Mapping[str, Any]) -> None:
+        """Inverse of :meth:`_snapshot`; a snapshot without normalizers (older checkpoints) keeps the current ones."""
+        self._load_weights(snapshot)
+        if snapshot.get("input_normalizer") is not None and snapshot.get("output_normalizer") is not None:
+            self.input_normalizer.load_state_dict(snapshot["input_normalizer"])
+            self.output_normalizer.load_state_dict(snapshot["output_normalizer"])
+
     def restore_last_good(self) -> None:
-        """Reload the weights from the end of the last successful :meth:`fit` (used after NaN/inf predictions)."""
-        self._load_weights(self._last_good)
+        """Reload the weights and normalizers from the end of the last successful :meth:`fit` (after NaN/inf)."""
+        self._load_snapshot(self._last_good)
 
     # --- training ---------------------------------------------------------------------------------------------
 
     @torch.no_grad()
     def _holdout_scores(
         self, x: torch.Tensor, y: torch.Tensor, t: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Per-member holdout scores: MSE ``[E]``, MSE per output ``[E, out_dim]``, NLL ``[E]``, termination BCE."""
         mean, logvar = self.ensemble(x)
-        mse = ((mean - y) ** 2).mean(dim=(1, 2))
+        mse_per_output = ((mean - y) ** 2).mean(dim=1)
         nll = gaussian_nll(mean, logvar, y.expand_as(mean))
         bce = None
         if self.termination is not None and t is not None:
             logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
             bce = F.binary_cross_entropy_with_logits(logits, t.expand_as(logits), reduction="none").mean(dim=1)
-        return mse, nll, bce
+        return mse_per_output.mean(dim=1), mse_per_output, nll, bce
 
     def fit(
         self,
@@ -212,9 +260,12 @@ class DynamicsModel:
 
         Returns:
             Metrics: ``model/holdout_nll`` and ``model/holdout_mse`` (mean over elites, standardized target units),
-            ``model/train_epochs``, ``model/train_loss``, ``model/num_train``, ``model/num_holdout``,
-            ``model/restored_after_nan`` (1.0 if a non-finite loss made training fall back to the last good weights)
-            and, with a learned termination head, ``model/holdout_termination_bce``.
+            ``model/holdout_nmse`` (holdout MSE of each output divided by that output's holdout variance, averaged
+            over elites and outputs) and ``model/holdout_nmse_<j>`` per output (``j = 0`` the reward, ``1..obs_dim``
+            the state deltas), ``model/train_epochs``, ``model/train_steps``, ``model/train_loss``,
+            ``model/num_train``, ``model/num_holdout``, ``model/restored_after_nan`` (1.0 if a non-finite loss made
+            training fall back to the last good weights and normalizers) and, with a learned termination head,
+            ``model/holdout_termination_bce``.
         """
         cfg = self.cfg
         x_np = self._inputs(obs, actions)
@@ -241,6 +292,7 @@ class DynamicsModel:
         self.output_normalizer.update(y_np[train_idx])
 
         def tensors(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            # Reads the normalizers at call time, so after a fallback it standardizes with the restored statistics.
             x = self.input_normalizer.normalize(torch.as_tensor(x_np[idx])).float()
             y = self.output_normalizer.normalize(torch.as_tensor(y_np[idx])).float()
             return x, y, torch.as_tensor(t_np[idx]).float()
@@ -253,8 +305,9 @@ class DynamicsModel:
         optimizer = torch.optim.Adam(params, lr=cfg.lr)
         member_params = self._member_params()
         best_state = {name: p.detach().clone() for name, p in member_params.items()}
-        best_mse, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
-        best_mse = torch.where(torch.isfinite(best_mse), best_mse, torch.full_like(best_mse, math.inf))
+        # Fresh best scores: the warm-started weights were trained under the previous normalizer, so their score is
+        # no baseline for this fit; the first epoch's holdout score is (every member "improves" on +inf).
+        best_mse = torch.full((cfg.ensemble_size,), math.inf)
         n_train = x_tr.shape[0]
         e = cfg.ensemble_size
         if cfg.bootstrap:
@@ -262,15 +315,18 @@ class DynamicsModel:
         else:
             member_idx = np.tile(np.arange(n_train), (e, 1))
         restored = False
-        epochs, since_improved, last_loss, steps_taken = 0, 0, math.nan, 0
+        epochs, last_loss, steps_taken = 0, math.nan, 0
+        epochs_since_improved, steps_since_improved = 0, 0
         step_cap = math.inf if cfg.max_train_steps is None else cfg.max_train_steps
         while epochs < cfg.max_epochs and steps_taken < step_cap:
             member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
             losses = []
+            epoch_steps = 0
             for start in range(0, n_train, cfg.batch_size):
                 if steps_taken >= step_cap:
                     break
                 steps_taken += 1
+                epoch_steps += 1
                 batch = torch.as_tensor(member_idx[:, start : start + cfg.batch_size])
                 xb, yb = x_tr[batch], y_tr[batch]
                 loss = self.ensemble.loss(xb, yb)
@@ -284,39 +340,55 @@ class DynamicsModel:
                 optimizer.step()
                 losses.append(float(loss.detach()))
             epochs += 1
-            mse, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
+            mse, _, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
             if restored or not bool(torch.isfinite(mse).all()):
                 restored = True
                 break
             last_loss = float(np.mean(losses)) if losses else math.nan
-            improved = (best_mse - mse) / best_mse.abs().clamp_min(1e-12) > cfg.improvement_threshold
+            # A relative improvement, written so that the first epoch improves on the initial +inf.
+            improved = mse < best_mse * (1.0 - cfg.improvement_threshold)
             if bool(improved.any()):
-                since_improved = 0
+                epochs_since_improved, steps_since_improved = 0, 0
                 for m in torch.nonzero(improved).flatten().tolist():
                     best_mse[m] = mse[m]
                     for name, p in member_params.items():
                         best_state[name][m] = p.detach()[m]
             else:
-                since_improved += 1
-                if since_improved >= cfg.patience:
+                epochs_since_improved += 1
+                steps_since_improved += epoch_steps
+                if (
+                    steps_taken >= cfg.min_train_steps
+                    and epochs_since_improved >= cfg.patience
+                    and steps_since_improved >= cfg.patience_steps
+                ):
                     break
         if restored:
-            # Non-finite loss or predictions: fall back to the weights of the last successful fit, say so.
-            self._load_weights(self._last_good)
+            # Non-finite loss or predictions: fall back to the weights of the last successful fit together with the
+            # normalizers they were trained under, re-standardize the holdout with those, and say so.
+            self._load_snapshot(self._last_good)
+            x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else tensors(train_idx)
         else:
             with torch.no_grad():
                 for name, p in member_params.items():
                     p.copy_(best_state[name])
-        mse, nll, bce = self._holdout_scores(x_ho, y_ho, t_ho)
+        mse, mse_per_output, nll, bce = self._holdout_scores(x_ho, y_ho, t_ho)
         if not restored:
             score = torch.where(torch.isfinite(mse), mse, torch.full_like(mse, math.inf))
             self.ensemble.elite_idx.copy_(torch.argsort(score)[: cfg.num_elites])
-            self._last_good = self._weights()
+            self._last_good = self._snapshot()
             self.fitted = True
         elites = self.ensemble.elite_idx
+        # Normalized MSE per output: 1 is the score of predicting the holdout mean. An output that is constant on the
+        # holdout (MountainCar's reward) has no variance to normalize by; it keeps its standardized MSE, as the
+        # normalizer leaves a constant feature unscaled.
+        variance = y_ho.double().var(dim=0, unbiased=False)
+        variance = torch.where(variance > 1e-12, variance, torch.ones_like(variance))
+        nmse = (mse_per_output[elites].double() / variance).mean(dim=0)
         metrics = {
             "model/holdout_nll": float(nll[elites].mean()),
             "model/holdout_mse": float(mse[elites].mean()),
+            "model/holdout_nmse": float(nmse.mean()),
+            **{f"model/holdout_nmse_{j}": float(v) for j, v in enumerate(nmse.tolist())},
             "model/train_epochs": float(epochs),
             "model/train_steps": float(steps_taken),
             "model/train_loss": last_loss,
@@ -392,7 +464,12 @@ class DynamicsModel:
         self._load_weights(state)
         self.input_normalizer.load_state_dict(state["input_normalizer"])
         self.output_normalizer.load_state_dict(state["output_normalizer"])
-        self._last_good = copy.deepcopy(dict(state["last_good"]))
+        last_good = copy.deepcopy(dict(state["last_good"]))
+        if last_good.get("input_normalizer") is None or last_good.get("output_normalizer") is None:
+            # Saved before snapshots carried normalizers: pair the last good weights with the loaded statistics.
+            last_good["input_normalizer"] = self.input_normalizer.state_dict()
+            last_good["output_normalizer"] = self.output_normalizer.state_dict()
+        self._last_good = last_good
         self._rng.bit_generator.state = _generator_from_state(state["rng"])
         self.fitted = bool(state["fitted"])
 

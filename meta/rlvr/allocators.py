@@ -14,7 +14,9 @@ An allocator is a :class:`meta.controllers.Controller`. A trainer drives it thro
 ``decide(feedback)`` wraps the first two for the generic controller protocol. Everything is plain Python; no torch.
 
 The staged / budgeted methods live beside this file: :mod:`meta.rlvr.ar3po`, :mod:`meta.rlvr.dars`,
-:mod:`meta.rlvr.e3`, :mod:`meta.rlvr.knapsack`; :func:`make_allocator` builds any of them from a spec string.
+:mod:`meta.rlvr.e3`, :mod:`meta.rlvr.knapsack`; :func:`make_allocator` builds any of them from a spec string. Allocator
+specs are their own kind, apart from the rollout-length specs of :func:`meta.controllers.make_controller`: each
+builder refuses the other's names with a pointer to the right one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from meta.controllers import Controller, Feedback, register_controller
+from meta.controllers import Controller, Feedback, build_spec, register_spec, register_spec_kind
 from meta.rlvr.stats import StatsTable
 
 
@@ -118,23 +120,20 @@ def _numbers(args: str) -> list[float]:
     return [float(p) for p in args.split(",") if p.strip()] if args else []
 
 
-def make_allocator(spec: str) -> Allocator:
-    """Build an allocator from ``name[:a,b,...]``.
+#: The spec kind of the allocators :func:`make_allocator` builds (declared in :mod:`meta.controllers`'s registry, so
+#: ``make_controller("uniform:8")`` is refused with a pointer here, and ``make_allocator("fixed:4")`` the other way).
+ALLOCATOR_SPECS = "rlvr-allocator"
+#: Allocator spec names.
+ALLOCATOR_NAMES = ("uniform", "dapo", "ar3po", "dars", "e3", "knapsack")
 
-    Specs (defaults in brackets): ``uniform:G`` [8]; ``dapo:G,max_rounds`` [8,3]; ``ar3po:k,S`` [2,4];
-    ``dars:N,N_max`` [4,16]; ``e3:n_min,n_max`` [4,12] (budget = 8 per prompt unless set on the object);
-    ``knapsack:budget_per_prompt,n_max`` [8,32].
 
-    Raises:
-        ValueError: unknown name or malformed numbers.
-    """
+def _build(name: str, args: str) -> Allocator:
     from meta.rlvr.ar3po import AR3PO
     from meta.rlvr.dars import DARS
     from meta.rlvr.e3 import E3Budget
     from meta.rlvr.knapsack import Knapsack
 
-    name, _, args = spec.partition(":")
-    name = name.strip().lower()
+    spec = f"{name}:{args}" if args else name
     try:
         nums = [int(x) for x in _numbers(args)]
     except ValueError as exc:
@@ -147,21 +146,33 @@ def make_allocator(spec: str) -> Allocator:
         "e3": E3Budget,
         "knapsack": Knapsack,
     }
-    if name not in builders:
-        raise ValueError(f"unknown allocator {name!r} in {spec!r}; known: {', '.join(sorted(builders))}")
     try:
         return builders[name](*nums)  # type: ignore[no-any-return]
     except TypeError as exc:
         raise ValueError(f"allocator spec {spec!r}: {exc}") from exc
 
 
-#: Allocator names, also accepted by :func:`meta.controllers.make_controller` (registered below).
-ALLOCATOR_NAMES = ("uniform", "dapo", "ar3po", "dars", "e3", "knapsack")
-
-
 def _spec_factory(name: str) -> Callable[[str], Allocator]:
-    return lambda args: make_allocator(f"{name}:{args}" if args else name)
+    return lambda args: _build(name, args)
 
 
+register_spec_kind(ALLOCATOR_SPECS, "RLVR allocator", "an", "allocator", "meta.rlvr.allocators.make_allocator")
 for _name in ALLOCATOR_NAMES:
-    register_controller(_name, _spec_factory(_name))
+    register_spec(ALLOCATOR_SPECS, _name, _spec_factory(_name))
+
+
+def make_allocator(spec: str) -> Allocator:
+    """Build an allocator from ``name[:a,b,...]``.
+
+    Specs (defaults in brackets): ``uniform:G`` [8]; ``dapo:G,max_rounds`` [8,3]; ``ar3po:k,S`` [2,4];
+    ``dars:N,N_max`` [4,16]; ``e3:n_min,n_max`` [4,12] (budget = 8 per prompt unless set on the object);
+    ``knapsack:budget_per_prompt,n_max`` [8,32].
+
+    Raises:
+        ValueError: unknown name (with the known ones), a rollout-length controller spec such as ``fixed:4`` (with
+            the function that builds it), or malformed numbers.
+    """
+    allocator = build_spec(ALLOCATOR_SPECS, spec)
+    if not isinstance(allocator, Allocator):
+        raise TypeError(f"spec {spec!r} built {type(allocator).__name__}, not an Allocator")
+    return allocator

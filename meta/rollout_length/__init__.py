@@ -16,5 +16,6 @@ and Ray vector envs), :mod:`.train` (meta-training with checkpoint/resume), :mod
 from __future__ import annotations
 
 from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
+from meta.rollout_length.learned import LearnedController  # importing it registers the learned:PATH controller spec
 
-__all__ = ["MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"]
+__all__ = ["LearnedController", "MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"]

@@ -27,7 +27,6 @@ def _throughput(out_dir: Path) -> BenchLine:
     dyna = {
         "net_arch": [64, 64],
         "num_model_rollouts": 200,
-        "planning_updates": 100,
         "eval_episodes": 2,
         "buffer_size": 2_000,
         "model": {"hidden_size": 32, "max_epochs": 5},
@@ -55,7 +54,7 @@ def _throughput(out_dir: Path) -> BenchLine:
 
 def _toy_learning(out_dir: Path) -> BenchLine:
     from meta.rollout_length.env import MetaEnvConfig
-    from meta.rollout_length.evaluate import compare, run_arm
+    from meta.rollout_length.evaluate import arm_key, compare, run_arm
     from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 
     started = time.perf_counter()
@@ -65,11 +64,9 @@ def _toy_learning(out_dir: Path) -> BenchLine:
     )
     MetaTrainer(cfg, out_dir / "toy-meta", show_progress=False).train()
     policy = out_dir / "toy-meta" / "meta_policy.pt"
-    arms = {
-        name: run_arm(spec, env, runs=20, seed=7, physics={})
-        for name, spec in (("meta", f"learned:{policy}"), ("random", "random"), ("k0", "k0"), ("inc", "inc"))
-    }
-    margin = arms["meta"]["mean"] - arms["random"]["mean"]
+    specs = (f"learned:{policy}", "random:0,32", "fixed:0", "inc:32")
+    arms = {arm_key(spec): run_arm(spec, env, runs=20, seed=7, physics={}) for spec in specs}
+    margin = arms["meta"]["mean"] - arms["random:0,32"]["mean"]
     return BenchLine(
         pillar="meta",
         benchmark="DQN meta-agent on the toy learner (200 meta-episodes)",

@@ -16,7 +16,8 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_DEFAULT_ARMS = "k0,k16,k32,dec,inc,incdec,mbpo_linear,uncertainty,random"
+# meta.rollout_length.evaluate.DEFAULT_ARMS without dqn_zoo (a test keeps them equal).
+_DEFAULT_ARMS = "fixed:0,fixed:16,fixed:32,dec:32,inc:32,incdec:32,linear:0,5,1,32,uncertainty:95,32,random:0,32"
 
 
 @app.command()
@@ -80,7 +81,9 @@ def evaluate(
     arms: Annotated[
         str,
         typer.Option(
-            help="Comma-separated arms: k0,k16,k32,dec,inc,incdec,mbpo_linear,uncertainty,random,dqn_zoo,learned:PATH."
+            help="Comma-separated arms: controller specs (fixed:K, dec:K_MAX, inc:K_MAX, incdec:K_MAX, "
+            "linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX, uncertainty:PERCENTILE,K_MAX, random:K_INIT,K_CAP[,SEED], "
+            "learned:PATH) and dqn_zoo."
         ),
     ] = _DEFAULT_ARMS,
     budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
@@ -94,8 +97,9 @@ def evaluate(
 ) -> None:
     """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
     from envs.perturbed import NOMINAL_PHYSICS, TEST_PHYSICS
+    from meta.controllers import split_specs
     from meta.rollout_length.env import MetaEnvConfig
-    from meta.rollout_length.evaluate import compare, run_arms, run_dqn_zoo
+    from meta.rollout_length.evaluate import DQN_ZOO_ARM, arm_controller, arm_key, compare, run_arms, run_dqn_zoo
     from meta.rollout_length.plots import plot_arms
     from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
     from rolloutlab.threads import set_torch_threads
@@ -108,8 +112,16 @@ def evaluate(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     phys = (TEST_PHYSICS if physics == "test" else NOMINAL_PHYSICS)[env]
-    names = [a.strip() for a in arms.split(",") if a.strip()]
-    model_arms = [a for a in names if a != "dqn_zoo"]
+    names = split_specs(arms)
+    model_arms = [a for a in names if a != DQN_ZOO_ARM]
+    keys = [arm_key(a) for a in names]
+    if len(set(keys)) != len(keys):
+        raise typer.BadParameter(f"arms with the same result key: {keys}", param_hint="--arms")
+    for arm in model_arms:  # refuse a bad spec (or an old arm name, with its new spec) before any run starts
+        try:
+            arm_controller(arm, cfg, seed)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--arms") from exc
     results: dict[str, Any] = {}
     if model_arms:
         typer.echo(f"{env}: arms {', '.join(model_arms)} ({runs} runs each x {budget} steps, batched)")
@@ -117,9 +129,9 @@ def evaluate(
             results.update(run_arms(model_arms, cfg, runs, seed, phys, final_episodes))
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--arms") from exc
-    if "dqn_zoo" in names:
+    if DQN_ZOO_ARM in names:
         typer.echo(f"{env}: arm dqn_zoo ({runs} runs x {budget} steps)")
-        results["dqn_zoo"] = run_dqn_zoo(env, budget, runs, seed, phys, final_episodes)
+        results[DQN_ZOO_ARM] = run_dqn_zoo(env, budget, runs, seed, phys, final_episodes)
     report = {"env": env, "physics": phys, "budget": budget, "phase": phase, "k_cap": k_cap, "runs": runs}
     report |= {"seed": seed, "arms": results, **compare(results)}
     out.mkdir(parents=True, exist_ok=True)

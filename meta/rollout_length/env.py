@@ -29,7 +29,8 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
 from envs.perturbed import NOMINAL_PHYSICS, PhysicsSampler, env_factory
-from meta.controllers import StepAction, step_rollout_length
+from mbrl.phases import RolloutLengthDriver
+from meta.controllers import Feedback, RolloutLengthController, StepAction, step_rollout_length
 from meta.rollout_length.features import CLIP, FEATURE_NAMES, FeatureScales, featurize
 from meta.rollout_length.inner import DynaFactory, InnerFactory, InnerLearner
 from meta.rollout_length.toy import ToyFactory
@@ -114,6 +115,33 @@ def observation_space() -> spaces.Box:
     return spaces.Box(-CLIP, CLIP, shape=(len(FEATURE_NAMES),), dtype=np.float32)
 
 
+class MetaActionController(RolloutLengthController):
+    """The meta-agent's latest action (UP / DOWN / NOOP) applied through the step rule at the next decision.
+
+    The meta-MDP's agent acts from outside the learner; this controller carries its action to
+    :class:`mbrl.phases.RolloutLengthDriver`, which owns the rollout length.
+
+    Args:
+        k_init: Rollout length before the first decision.
+        k_cap: Largest rollout length.
+    """
+
+    def __init__(self, k_init: int, k_cap: int) -> None:
+        self.k_init, self.k_cap = int(k_init), int(k_cap)
+        self.k, self.pending = self.k_init, int(StepAction.NOOP)
+
+    def reset(self) -> None:
+        self.k, self.pending = self.k_init, int(StepAction.NOOP)
+
+    def decide(self, feedback: Feedback) -> int:
+        self.k = step_rollout_length(self.k, self.pending, self.k_cap)
+        self.pending = int(StepAction.NOOP)
+        return self.k
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "pending": self.pending}
+
+
 class MetaRuns:
     """B meta-episodes sharing one batched inner learner; the logic behind both env classes.
 
@@ -132,6 +160,7 @@ class MetaRuns:
         self.sampler = sampler if sampler is not None else PhysicsSampler(config.env_id)
         self.scales = config.scales()
         self.learner: InnerLearner | None = None
+        self.driver: RolloutLengthDriver | None = None
         self.physics: list[dict[str, float]] = []
         self.k = np.zeros(0, dtype=np.int64)
         self.j = np.zeros(0)
@@ -155,6 +184,9 @@ class MetaRuns:
             self.physics = [dict(base) for _ in range(num_runs)]
         seed = int(rng.integers(0, 2**31 - 1))
         self.learner = self.inner_factory([env_factory(cfg.env_id, p) for p in self.physics], seed)
+        self.driver = RolloutLengthDriver(
+            [MetaActionController(cfg.k_init, cfg.k_cap) for _ in range(num_runs)], k_cap=cfg.k_cap, k_init=cfg.k_init
+        )
         self.k = np.full(num_runs, cfg.k_init, dtype=np.int64)
         self.j = np.full(num_runs, cfg.initial_return)
         self.j_prev = self.j.copy()
@@ -172,17 +204,19 @@ class MetaRuns:
         Returns:
             ``(observations [B, F], rewards [B], done, infos)``; ``done`` is shared by all runs (lockstep).
         """
-        if self.learner is None:
+        if self.learner is None or self.driver is None:
             raise RuntimeError("call start() (reset) before step()")
         actions = np.asarray(actions).reshape(-1)
         if actions.shape != self.k.shape:
             raise ValueError(f"expected {self.k.size} actions, got {actions.size}")
-        cap = self.config.k_cap
-        new_k = [step_rollout_length(int(k), int(a), cap) for k, a in zip(self.k, actions, strict=True)]
-        self.k = np.asarray(new_k, dtype=np.int64)
+        for controller, action in zip(self.driver.controllers, actions, strict=True):
+            assert isinstance(controller, MetaActionController)
+            controller.pending = int(StepAction(int(action)))
+        cfg = self.config
+        feedback = self.driver.run_phase(self.learner, budget_fraction=self.t * cfg.phase_length / cfg.budget)
+        self.k = np.asarray(self.driver.ks, dtype=np.int64)
         for history, k in zip(self.k_history, self.k, strict=True):
             history.append(int(k))
-        feedback = self.learner.run_phase([int(k) for k in self.k])
         self.t += 1
         done = self.t >= self.config.horizon
         if done and self.config.final_eval_episodes > 0:

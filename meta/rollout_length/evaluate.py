@@ -6,11 +6,15 @@ inner Dyna-DQN run on the *perturbed* env (MountainCar gravity 0.003; Acrobot g 
 :mod:`envs.perturbed`); its score is the final greedy return of that run. Run ``i`` of every arm uses the same inner
 seed (network initialization, env resets, exploration streams), so arms can be compared pairwise over seeds.
 
-Arms: ``k0``, ``k16``, ``k32`` (fixed K), ``dec``, ``inc``, ``incdec`` (linear in the budget used, K_max = k_cap),
-``mbpo_linear`` (MBPO's truncated-linear epoch schedule ``[0, H // 2, 1, k_cap]``, H decisions), ``uncertainty``
-(MACURA-style per-step truncation at the 95th percentile of first-step disagreement, up to k_cap), ``random`` (a
-meta-policy choosing UP / DOWN / NOOP uniformly: the sanity floor), ``learned:PATH`` / ``meta`` (a trained
-meta-policy), ``dqn_zoo`` (SB3 DQN with rl-zoo hyperparameters, no model).
+Arms are controller specs, the same strings as ``rolloutlab mbrl train --controller`` (see
+:func:`meta.controllers.make_controller`): ``fixed:0``, ``fixed:16``, ``fixed:32`` (fixed K), ``dec:32``, ``inc:32``,
+``incdec:32`` (linear in the budget used), ``linear:0,5,1,32`` (MBPO's truncated-linear epoch schedule over the 10
+decisions of the default budget), ``uncertainty:95,32`` (MACURA-style per-step truncation at the 95th percentile of
+first-step disagreement), ``random:K_INIT,K_CAP[,SEED]`` (a meta-policy choosing UP / DOWN / NOOP uniformly: the
+sanity floor; without SEED run i gets its own seed), ``learned:PATH`` (a trained meta-policy, reported as ``meta``),
+plus ``dqn_zoo`` (SB3 DQN with rl-zoo hyperparameters, no model), which is a baseline, not a controller. A result is
+filed under its arm's spec (:func:`arm_key`). Results written before arms were specs use the old names
+(:data:`LEGACY_ARMS`: ``k16`` is ``fixed:16``, ...); the old names are refused as arms, with the spec to use instead.
 """
 
 from __future__ import annotations
@@ -25,77 +29,88 @@ from typing import Any
 import numpy as np
 
 from envs.perturbed import TEST_PHYSICS, env_factory, make_perturbed
-from meta.controllers import (
-    BudgetLinear,
-    Controller,
-    Feedback,
-    Fixed,
-    RolloutLengthController,
-    StepAction,
-    TruncatedLinear,
-    UncertaintyTruncation,
-    step_rollout_length,
-)
+from mbrl.phases import RolloutLengthDriver
+from meta.controllers import BudgetLinear, RandomMetaPolicy, RolloutLengthController, make_controller
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.inner import InnerFactory
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 
+#: Checkpoint kind of :func:`run_arms` (v2: the rollout-length driver's state replaces controllers/ks/feedback).
+ARMS_CHECKPOINT_KIND = "meta-arms-v2"
 #: Arms whose best mean defines "the best heuristic" (everything except meta, random and dqn_zoo).
-HEURISTIC_ARMS: tuple[str, ...] = ("k0", "k16", "k32", "dec", "inc", "incdec", "mbpo_linear", "uncertainty")
+HEURISTIC_ARMS: tuple[str, ...] = (
+    "fixed:0",
+    "fixed:16",
+    "fixed:32",
+    "dec:32",
+    "inc:32",
+    "incdec:32",
+    "linear:0,5,1,32",
+    "uncertainty:95,32",
+)
+#: The random meta-policy (every run seeded apart by :func:`run_arms`).
+RANDOM_ARM = "random:0,32"
+#: The baseline arm that is not a controller (:func:`run_dqn_zoo`).
+DQN_ZOO_ARM = "dqn_zoo"
 #: The default comparison without a learned policy.
-DEFAULT_ARMS: tuple[str, ...] = (*HEURISTIC_ARMS, "random", "dqn_zoo")
+DEFAULT_ARMS: tuple[str, ...] = (*HEURISTIC_ARMS, RANDOM_ARM, DQN_ZOO_ARM)
+#: Old arm names, still the keys of the results committed before arms were specs, and the spec each stood for there
+#: (K cap 32, 10 decisions, K_INIT 0). As arms they are refused, with the spec for the run's own settings.
+LEGACY_ARMS: dict[str, str] = {
+    "k0": "fixed:0",
+    "k16": "fixed:16",
+    "k32": "fixed:32",
+    "dec": "dec:32",
+    "inc": "inc:32",
+    "incdec": "incdec:32",
+    "mbpo_linear": "linear:0,5,1,32",
+    "uncertainty": "uncertainty:95,32",
+    "random": "random:0,32",
+}
 
 
-class RandomMetaPolicy(RolloutLengthController):
-    """UP / DOWN / NOOP uniformly at random at each decision, through the meta-MDP's step rule (the sanity floor).
+def _legacy_spec(name: str, config: MetaEnvConfig) -> str:
+    """The spec an old arm name stood for under ``config`` (its K cap, decisions and K_INIT)."""
+    cap = config.k_cap
+    if name in ("k0", "k16", "k32"):
+        return f"fixed:{min(int(name[1:]), cap)}"
+    if name in BudgetLinear.KINDS:
+        return f"{name}:{cap}"
+    if name == "mbpo_linear":
+        return f"linear:0,{max(1, config.horizon // 2)},1,{cap}"
+    if name == "uncertainty":
+        return f"uncertainty:95,{cap}"
+    return f"random:{config.k_init},{cap}"
 
-    Args:
-        k_init: Rollout length before the first decision.
-        k_cap: Largest rollout length.
-        seed: Seed of the controller's own generator.
+
+def arm_controller(arm: str, config: MetaEnvConfig, seed: int) -> RolloutLengthController:
+    """The controller behind an arm: ``make_controller(arm)``; a ``random`` arm without SEED is seeded with ``seed``.
+
+    Raises:
+        ValueError: an old arm name (the message gives the spec that replaced it), ``dqn_zoo`` (not a controller),
+            an unknown or malformed spec, a spec of another kind, or a controller that can choose K above
+            ``config.k_cap``.
     """
-
-    def __init__(self, k_init: int, k_cap: int, seed: int) -> None:
-        self.k_init, self.k_cap, self.seed = int(k_init), int(k_cap), int(seed)
-        self.k = self.k_init
-        self.draws = 0
-
-    def reset(self) -> None:
-        self.k, self.draws = self.k_init, 0
-
-    def decide(self, feedback: Feedback) -> int:
-        # A fresh generator keyed by (seed, draw index) makes the state two ints, trivially saved and restored.
-        action = StepAction(int(np.random.default_rng([self.seed, self.draws]).integers(len(StepAction))))
-        self.draws += 1
-        self.k = step_rollout_length(self.k, action, self.k_cap)
-        return self.k
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "draws": self.draws}
-
-
-def arm_controller(arm: str, config: MetaEnvConfig, seed: int) -> Controller:
-    """The controller behind an arm name (see the module docstring); ``seed`` only matters for ``random``."""
-    cap, horizon = config.k_cap, config.horizon
-    if arm in ("k0", "k16", "k32"):
-        return Fixed(min(int(arm[1:]), cap))
-    if arm in BudgetLinear.KINDS:
-        return BudgetLinear(arm, cap)
-    if arm == "mbpo_linear":
-        return TruncatedLinear(0, max(1, horizon // 2), 1, cap)
-    if arm == "uncertainty":
-        return UncertaintyTruncation(95.0, cap)
-    if arm == "random":
-        return RandomMetaPolicy(config.k_init, cap, seed)
-    if arm.startswith("learned:"):
-        from meta.rollout_length.learned import LearnedController
-
-        return LearnedController(arm.partition(":")[2])
-    raise ValueError(f"unknown arm {arm!r}; known: {', '.join(DEFAULT_ARMS)}, learned:PATH")
+    arm = arm.strip()
+    if arm in LEGACY_ARMS:
+        raise ValueError(
+            f"arm name {arm} is now {_legacy_spec(arm, config)}: arms are controller specs "
+            f"(the default arms: {','.join(DEFAULT_ARMS)})"
+        )
+    if arm == DQN_ZOO_ARM:
+        raise ValueError("dqn_zoo is a model-free baseline, not a controller: run it with run_dqn_zoo")
+    controller = make_controller(arm)
+    if isinstance(controller, RandomMetaPolicy) and controller.seed is None:
+        controller.seed = int(seed)
+    longest = controller.max_length()
+    if longest is not None and longest > config.k_cap:
+        raise ValueError(f"arm {arm!r} can choose K = {longest}, above the K cap {config.k_cap}")
+    return controller
 
 
 def arm_key(arm: str) -> str:
-    """The result-file key of an arm: ``learned:PATH`` is reported as ``meta``."""
+    """The result-file key of an arm: its spec, except ``learned:PATH``, reported as ``meta``."""
+    arm = arm.strip()
     return "meta" if arm.startswith("learned:") else arm
 
 
@@ -149,46 +164,31 @@ def run_arms(
     run_seeds = [seed * 10_000 + i for _ in arms for i in indices]
     factory = inner_factory or config.inner_factory()
     learner: Any = factory([env_factory(config.env_id, physics) for _ in range(total)], seed, run_seeds)
-    feedback: list[dict[str, float]] = [{} for _ in range(total)]
-    ks = [config.k_init] * total
-    schedules: list[list[int]] = [[] for _ in range(total)]
+    driver = RolloutLengthDriver(controllers, k_cap=config.k_cap, k_init=config.k_init)
     first_phase, seconds_before = 0, 0.0
     identity = {"arms": arms, "runs": runs, "seed": seed, "physics": physics, "budget": config.budget}
     if first_run:  # (absent when 0, so checkpoints written before slicing existed still match)
         identity["first_run"] = first_run
     if checkpoint is not None and Path(checkpoint).exists():
-        saved = load_checkpoint(checkpoint, kind="meta-arms")
+        saved = load_checkpoint(checkpoint, kind=ARMS_CHECKPOINT_KIND)
         if saved["config"] == identity:
             state = saved["state"]
             learner.load_state_dict(state["learner"])
-            for controller, c_state in zip(controllers, state["controllers"], strict=True):
-                controller.load_state_dict(c_state)
-            feedback, ks, schedules = state["feedback"], state["ks"], state["schedules"]
+            driver.load_state_dict(state["driver"])
             first_phase, seconds_before = int(state["phase"]), float(state["seconds"])
-    truncators = [c if isinstance(c, UncertaintyTruncation) else None for c in controllers]
-    truncating = any(t is not None for t in truncators)
     for t in range(first_phase, config.horizon):
-        context = {"epoch": t, "budget_fraction": t * config.phase_length / config.budget}
-        ks = [
-            int(c.decide({**fb, **context, "current_length": k}))
-            for c, fb, k in zip(controllers, feedback, ks, strict=True)
-        ]
-        for schedule, k in zip(schedules, ks, strict=True):
-            schedule.append(k)
-        feedback = learner.run_phase(ks, truncators=truncators) if truncating else learner.run_phase(ks)
+        driver.run_phase(learner, budget_fraction=t * config.phase_length / config.budget)
         if checkpoint is not None:
             state = {
                 "phase": t + 1,
                 "learner": learner.state_dict(),
-                "controllers": [c.state_dict() for c in controllers],
-                "feedback": feedback,
-                "ks": ks,
-                "schedules": schedules,
+                "driver": driver.state_dict(),
                 "seconds": seconds_before + time.perf_counter() - started,
             }
-            save_checkpoint(checkpoint, state, kind="meta-arms", config=identity)
+            save_checkpoint(checkpoint, state, kind=ARMS_CHECKPOINT_KIND, config=identity)
         if on_phase is not None:
             on_phase(t)
+    schedules = driver.schedules
     finals = [float(x) for x in learner.evaluate(final_episodes)]
     seconds = seconds_before + time.perf_counter() - started
     results = {}

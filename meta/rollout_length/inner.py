@@ -20,8 +20,9 @@ EnvFn = Callable[[], gym.Env]
 class InnerLearner(Protocol):
     """B inner runs advanced together, one phase per meta-decision."""
 
-    def run_phase(self, ks: Sequence[int]) -> list[dict[str, float]]:
-        """Advance every run by one phase of real interaction, then a Dyna burst with rollout length ``ks[i]``.
+    def run_phase(self, ks: Sequence[int], truncators: Sequence[Any] | None = None) -> list[dict[str, float]]:
+        """Advance every run by one phase of real interaction with rollout length ``ks[i]`` (and, if given, per-run
+        per-step truncation of its imagined rollouts).
 
         Returns:
             One feedback dict per run with at least the keys in :data:`mbrl.algorithms.dyna.FEEDBACK_KEYS`.

@@ -1,8 +1,9 @@
 """``LearnedController``: a trained SB3 meta-policy behind the framework-free controller protocol.
 
-Importing this module registers the ``learned:PATH`` controller spec (``meta.controllers`` imports it lazily), so
-``rolloutlab mbrl train --controller learned:runs/.../meta_policy.pt`` and :mod:`.evaluate` use a meta-policy the same
-way as any schedule. The controller rebuilds the exact observation the meta-env showed the agent during training
+Importing this module registers the ``learned:PATH`` controller spec in :mod:`meta.controllers` (importing
+``meta.rollout_length`` does, and ``rolloutlab`` imports it), so ``rolloutlab mbrl train --controller
+learned:runs/.../meta_policy.pt`` and :mod:`.evaluate` use a meta-policy the same way as any schedule. The
+controller rebuilds the exact observation the meta-env showed the agent during training
 (:func:`~meta.rollout_length.features.featurize`), keeping J, the previous J and K as its own saveable state.
 """
 

@@ -31,7 +31,11 @@ def plot_arms(results: Mapping[str, Mapping[str, Any]], path: Path, title: str =
     names = list(results)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4))
     colors = [
-        "tab:red" if n.startswith(("meta", "learned")) else "tab:gray" if n in ("random", "dqn_zoo") else "tab:blue"
+        "tab:red"
+        if n.startswith(("meta", "learned"))
+        else "tab:gray"
+        if n.startswith(("random", "dqn_zoo"))
+        else "tab:blue"
         for n in names
     ]
     ax1.bar(names, [results[n]["mean"] for n in names], yerr=[results[n]["se"] for n in names], capsize=3, color=colors)

@@ -35,7 +35,7 @@ def test_truncated_linear_decreasing() -> None:
 def test_specs() -> None:
     assert make_controller("fixed:3").decide({}) == 3
     assert make_controller("linear:20,150,1,15").decide({"epoch": 150}) == 15
-    assert {"fixed", "linear", "learned"} <= set(available_controllers())
+    assert {"fixed", "linear", "inc", "dec", "incdec", "uncertainty", "random"} <= set(available_controllers())
     with pytest.raises(ValueError, match="unknown controller 'bogus'"):
         make_controller("bogus:1")
     with pytest.raises(ValueError, match="takes 4 integer"):

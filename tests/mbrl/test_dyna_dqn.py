@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_norm_per_run
-from mbrl.algorithms.dyna import FEEDBACK_KEYS, BatchedDynaDQN, DynaConfig
+from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
+from mbrl.buffers import Transitions
 from mbrl.models import ModelConfig
-from meta.controllers import UncertaintyTruncation
+from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver
+from meta.controllers import UncertaintyTruncation, make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -24,8 +26,9 @@ def _tiny_cfg(**overrides: object) -> DynaConfig:
         "learning_starts": 100,
         "buffer_size": 1000,
         "net_arch": [32, 32],
+        "model_train_freq": 100,
+        "rollout_freq": 50,
         "num_model_rollouts": 40,
-        "planning_updates": 20,
         "eval_episodes": 1,
         "model": ModelConfig(ensemble_size=3, num_elites=2, hidden_size=16, num_layers=2, max_epochs=3),
     }
@@ -41,6 +44,11 @@ def _q_run(algo: BatchedDynaDQN, run: int) -> list[torch.Tensor]:
     return [p.detach()[run].clone() for p in algo.q.parameters()]
 
 
+def _drive(algo: BatchedDynaDQN, specs: list[str]) -> list[dict[str, float]]:
+    driver = RolloutLengthDriver([make_controller(s) for s in specs], k_cap=algo.cfg.k_cap)
+    return driver.run(algo)
+
+
 def test_smoke_two_phases_and_feedback() -> None:
     algo = BatchedDynaDQN(_envs(2), _tiny_cfg(), seed=0)
     first = algo.run_phase([0, 4])
@@ -49,7 +57,9 @@ def test_smoke_two_phases_and_feedback() -> None:
     assert first[0]["model_transitions"] == 0 and first[1]["model_transitions"] > 0
     assert all(math.isfinite(first[1][key]) for key in FEEDBACK_KEYS)
     assert -200.0 <= first[1]["mean_return"] <= 0.0
-    assert algo.num_model_updates == 20
+    # Run 1 mixes imagined data into its minibatches and makes the extra updates; run 0 is plain DQN.
+    assert algo.model_updates[0] == 0 and algo.model_updates[1] > 0
+    assert algo.updates[1] > algo.updates[0]
     algo.run_phase([2, 2])
     assert algo.done and algo.steps_done == algo.budget == 600
     with pytest.raises(RuntimeError, match="budget"):
@@ -58,14 +68,69 @@ def test_smoke_two_phases_and_feedback() -> None:
     assert returns.shape == (2,) and np.all(returns >= -200)
 
 
-def test_k0_run_is_untouched_by_another_runs_burst() -> None:
-    plain = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=1)
-    mixed = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=1)
-    plain.run_phase([0, 0])
-    mixed.run_phase([0, 5])
+def test_paired_runs_are_bit_identical_where_their_decisions_coincide() -> None:
+    """Run 0 follows K = 0 in both batches; only run 1's decisions differ (K = 0 vs model use with masked extra
+    updates). Run 0's weights, optimizer state and every feedback value must be bit-identical over several phases."""
+    cfg = _tiny_cfg(budget=900)
+    plain = BatchedDynaDQN(_envs(2), cfg, seed=1, run_seeds=[5, 6])
+    mixed = BatchedDynaDQN(_envs(2), cfg, seed=1, run_seeds=[5, 6])
+    fb_plain = _drive(plain, ["fixed:0", "fixed:0"])
+    fb_mixed = _drive(mixed, ["fixed:0", "incdec:6"])
     for a, b in zip(_q_run(plain, 0), _q_run(mixed, 0), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert torch.equal(a, b)
+    for a, b in zip(plain.optimizer.exp_avg_sq, mixed.optimizer.exp_avg_sq, strict=True):
+        assert torch.equal(a[0], b[0])
+    assert fb_plain[0]["mean_return"] == fb_mixed[0]["mean_return"]
     assert any(not torch.equal(a, b) for a, b in zip(_q_run(plain, 1), _q_run(mixed, 1), strict=True))
+
+
+def test_imagined_data_is_mixed_into_every_minibatch_at_the_real_ratio() -> None:
+    algo = BatchedDynaDQN(_envs(2), _tiny_cfg(real_ratio=0.25), seed=2)
+    algo.run_phase([0, 3])
+    assert len(algo.model_buffers[1]) > 0 and len(algo.model_buffers[0]) == 0
+    batch = algo._minibatch(np.ones(2, bool))
+    n = algo.cfg.batch_size
+    n_real = round(0.25 * n)
+    imagined = algo.model_buffers[1].all()
+    real = algo.real.run(1)
+
+    def rows_in(rows: np.ndarray, pool: np.ndarray) -> bool:
+        return bool(all((np.abs(pool - row).sum(axis=1) == 0).any() for row in rows))
+
+    assert rows_in(batch.obs[1, :n_real], real.obs) and rows_in(batch.next_obs[1, n_real:], imagined.next_obs)
+    assert rows_in(batch.next_obs[0], algo.real.run(0).next_obs)  # K = 0: real data only
+    # Horizon cuts of imagined rollouts bootstrap: they are `truncated`, never `terminated`.
+    assert imagined.truncated.any() and not (imagined.truncated & imagined.terminated).any()
+
+
+def test_dropping_to_k0_discards_the_imagined_data() -> None:
+    algo = BatchedDynaDQN(_envs(1), _tiny_cfg(), seed=0)
+    algo.run_phase([3])
+    assert len(algo.model_buffers[0]) > 0
+    updates_before = int(algo.model_updates[0])
+    algo.run_phase([0])
+    assert len(algo.model_buffers[0]) == 0 and int(algo.model_updates[0]) == updates_before
+
+
+def test_target_network_syncs_on_the_gradient_step_clock() -> None:
+    """Each run syncs its target after every ``target_update_interval`` of *its own* updates, so a run making extra
+    updates syncs sooner in env steps (an env-step clock would sync both runs at the same steps)."""
+    cfg = _tiny_cfg(budget=300, target_update_interval=64)
+    algo = BatchedDynaDQN(_envs(2), cfg, seed=3, compute_matched=[False, True])
+    algo.run_phase([0, 0])
+    # MountainCar's zoo DQN trains every 16 steps with 8 updates: 12 rounds, 96 updates for run 0; compute-matched
+    # run 1 makes 8 more per round, 192 = 3 x 64, so its last update was followed by a sync; run 0 last synced at 64.
+    assert (int(algo.updates[0]), int(algo.updates[1])) == (96, 192)
+    online, target = list(algo.q.parameters()), list(algo.q_target.parameters())
+    assert all(torch.equal(p[1], t[1]) for p, t in zip(online, target, strict=True))
+    assert not all(torch.equal(p[0], t[0]) for p, t in zip(online, target, strict=True))
+
+
+def test_compute_matched_k0_makes_the_extra_updates_on_real_data_only() -> None:
+    algo = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=4, run_seeds=[7, 7], compute_matched=[False, True])
+    algo.run_phase([0, 0])
+    assert algo.updates[1] == 2 * algo.updates[0] and algo.model_updates.sum() == 0
+    assert len(algo.model_buffers[1]) == 0
 
 
 def test_batched_runs_match_single_runs() -> None:
@@ -76,7 +141,6 @@ def test_batched_runs_match_single_runs() -> None:
     fb_single = single.run_phase([3])
     for a, b in zip(_q_run(batched, 1), _q_run(single, 0), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    assert fb_batched[1]["mean_return"] == fb_single[0]["mean_return"]
     assert fb_batched[1]["model_transitions"] == fb_single[0]["model_transitions"]
 
 
@@ -103,8 +167,9 @@ def test_uncertainty_truncation_cuts_rollouts() -> None:
     truncator = UncertaintyTruncation(50, k_max=8)
     fb = algo.run_phase([truncator.decide({})], truncators=[truncator])[0]
     assert truncator.threshold is not None
-    assert fb["rollout_uncertainty_cut"] >= 20  # half of the 40 rollouts are over the median at step 0
-    assert 0 < fb["model_transitions"] < 40 * 8
+    rounds = 4  # rollout rounds at steps 150, 200, 250, 300 (the model is first fit at step 100... 200 starts)
+    assert fb["rollout_uncertainty_cut"] >= 20 * rounds - 20
+    assert 0 < fb["model_transitions"] < 40 * 8 * 5
 
 
 def test_batched_adam_matches_torch_adam_and_respects_mask() -> None:
@@ -155,6 +220,7 @@ def test_zoo_config_and_errors() -> None:
     cfg = DynaConfig.for_env("MountainCar-v0")
     assert (cfg.learning_rate, cfg.gamma, cfg.train_freq, cfg.gradient_steps) == (4e-3, 0.98, 16, 8)
     assert DynaConfig.for_env("Acrobot-v1").target_update_interval == 250
+    assert DynaConfig.for_env("MountainCar-v0").target_update_interval == 300  # 600 env steps x 8 / 16 updates
     with pytest.raises(ValueError, match="rl-zoo"):
         DynaConfig.for_env("Pendulum-v1")
     with pytest.raises(TypeError, match="Discrete"):
@@ -167,7 +233,8 @@ learning_starts: 100
 buffer_size: 1000
 net_arch: [32, 32]
 num_model_rollouts: 40
-planning_updates: 20
+model_train_freq: 100
+rollout_freq: 50
 eval_episodes: 1
 model: {ensemble_size: 3, num_elites: 2, hidden_size: 16, num_layers: 2, max_epochs: 3}
 """
@@ -271,7 +338,8 @@ def test_dqn_update_matches_sb3_dqn_train_step() -> None:
     sb3.replay_buffer.sample = lambda *args, **kwargs: samples  # type: ignore[method-assign]
     for _ in range(3):
         sb3.train(gradient_steps=1, batch_size=n)
-        algo._dqn_update(obs[None], actions[None], rewards[None], next_obs[None], dones[None])
+        batch = Transitions(obs[None], actions[None], rewards[None], next_obs[None], dones[None] > 0, dones[None] < 0)
+        algo._dqn_update(batch)
     for ours, theirs in zip(algo.q.linears(), linears, strict=True):
         torch.testing.assert_close(ours.weight[0], theirs.weight.T, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(ours.bias[0, 0], theirs.bias, rtol=1e-5, atol=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from mbrl.algorithms.mbpo import CHECKPOINT_KIND, MBPO, MBPOConfig
+from mbrl.phases import FEEDBACK_KEYS
 from rolloutlab.checkpoint import load_checkpoint
 from rolloutlab.config import from_dict
 
@@ -31,7 +33,15 @@ def tiny_config(**overrides: Any) -> MBPOConfig:
         "checkpoint_every": 0,
         "log_every": 60,
         "sac": {"learning_rate": 1e-3, "batch_size": 128, "net_arch": [64, 64]},
-        "model": {"ensemble_size": 5, "num_elites": 3, "hidden_size": 64, "num_layers": 2, "max_epochs": 30},
+        "model": {
+            "ensemble_size": 5,
+            "num_elites": 3,
+            "hidden_size": 64,
+            "num_layers": 2,
+            "max_epochs": 30,
+            "min_train_steps": 50,
+            "patience_steps": 50,
+        },
     }
     values.update(overrides)
     return from_dict(MBPOConfig, values)
@@ -110,8 +120,9 @@ def test_uncertainty_controller_cuts_rollouts_and_feedback_keys(tmp_path: Path) 
     # Half the starts lie above the 50th percentile of the first-step disagreement, so they are cut at once.
     assert run.last_rollout.num_uncertainty_cut >= 400 // 2
     assert len(run.last_rollout.transitions) < 400 * 3
-    feedback = run._feedback(epoch=3)
-    expected = {"epoch", "budget_fraction", "current_length", "model_holdout_nll", "disagreement_by_step"}
-    expected |= {"mean_return", "model_holdout_loss", "disagreement_mean", "env_steps", "eval_return"}
-    assert expected <= set(feedback)
+    feedback = run._feedback()
+    # MBPO speaks the same feedback vocabulary as Dyna-DQN, model errors included (a learned controller reads both).
+    assert set(FEEDBACK_KEYS) <= set(feedback)
+    assert all(math.isfinite(feedback[key]) for key in FEEDBACK_KEYS), feedback
     assert len(feedback["disagreement_by_step"]) == len(run.last_rollout.disagreement_by_step)
+    assert run.driver.schedules[0] and set(run.driver.schedules[0]) == {3}

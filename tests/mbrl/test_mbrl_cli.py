@@ -17,7 +17,8 @@ DYNA_TINY = {
     "buffer_size": 500,
     "net_arch": [16, 16],
     "num_model_rollouts": 20,
-    "planning_updates": 5,
+    "model_train_freq": 50,
+    "rollout_freq": 50,
     "eval_episodes": 1,
     "model": {"ensemble_size": 2, "num_elites": 1, "hidden_size": 8, "num_layers": 1, "max_epochs": 2},
 }

@@ -188,3 +188,24 @@ def test_state_dict_round_trip_keeps_normalizer_and_elites(tmp_path: Path) -> No
     np.testing.assert_array_equal(a.reward, b.reward)
     # The model's own generator resumes too: the next fit is identical.
     assert model.fit(*data) == fresh.fit(*data)
+
+
+def test_last_good_snapshot_holds_normalizers_and_old_states_still_load(tmp_path: Path) -> None:
+    model = DynamicsModel(2, 3, True, SMALL, seed=3)
+    data = _linear_data(600)
+    model.fit(*data)
+    state = model.state_dict()
+    assert set(state["last_good"]) >= {"ensemble", "input_normalizer", "output_normalizer"}
+    save_checkpoint(tmp_path / "model.pt", state, kind="world-model")  # normalizer stats are weights_only-safe
+    expected = model.predict(data[0][:20], data[1][:20], np.random.default_rng(5)).next_obs
+    # A state saved before snapshots carried normalizers: the loaded (current) normalizers pair with its weights.
+    old = load_checkpoint(tmp_path / "model.pt", kind="world-model")["state"]
+    old["last_good"] = {"ensemble": old["last_good"]["ensemble"], "termination": None}
+    fresh = DynamicsModel(2, 3, True, SMALL, seed=99)
+    fresh.load_state_dict(old)
+    with torch.no_grad():
+        fresh.ensemble.output.weight.fill_(float("nan"))
+    fresh.input_normalizer.reset()
+    fresh.restore_last_good()
+    got = fresh.predict(data[0][:20], data[1][:20], np.random.default_rng(5)).next_obs
+    np.testing.assert_array_equal(got, expected)

@@ -64,9 +64,11 @@ def test_readme_quotes_the_scaled_table() -> None:
 
 def test_slices_of_runs_merge_into_the_whole_arm() -> None:
     cfg = MetaEnvConfig(budget=500, phase_length=100, inner="toy")
-    whole = run_arms(["inc", "random"], cfg, runs=5, seed=5, physics={})
-    parts = [run_arms(["inc", "random"], cfg, runs=n, seed=5, physics={}, first_run=i) for i, n in ((0, 2), (2, 3))]
-    for arm in ("inc", "random"):  # run i keeps its seed (and the random meta-policy its stream) in any slice
+    whole = run_arms(["inc:32", "random:0,32"], cfg, runs=5, seed=5, physics={})
+    parts = [
+        run_arms(["inc:32", "random:0,32"], cfg, runs=n, seed=5, physics={}, first_run=i) for i, n in ((0, 2), (2, 3))
+    ]
+    for arm in ("inc:32", "random:0,32"):  # run i keeps its seed (and the random meta-policy its stream) in any slice
         merged = merge_run_slices([part[arm] for part in parts])
         assert merged["finals"] == whole[arm]["finals"] and merged["k_schedules"] == whole[arm]["k_schedules"]
         assert merged["mean"] == pytest.approx(whole[arm]["mean"]) and merged["se"] == pytest.approx(whole[arm]["se"])
@@ -78,9 +80,10 @@ def test_units_cover_every_run_once_and_finished_slices_are_skipped(tmp_path: Pa
     script = _experiment_script()
     args = script.Args(test_runs=7, runs_per_unit=3, arms_per_group=1, run_root=str(tmp_path))
     assert script.run_slices(args) == [(0, 3), (3, 3), (6, 1)]
-    units = script.eval_units(args, "Acrobot-v1", ["meta", "k0"], {})
+    units = script.eval_units(args, "Acrobot-v1", ["meta", "fixed:0"], {})
     assert [(u.arms, u.first_run, u.runs) for u in units] == [
-        (["meta"], 0, 3), (["meta"], 3, 3), (["meta"], 6, 1), (["k0"], 0, 3), (["k0"], 3, 3), (["k0"], 6, 1),
+        (["meta"], 0, 3), (["meta"], 3, 3), (["meta"], 6, 1), (["fixed:0"], 0, 3), (["fixed:0"], 3, 3),
+        (["fixed:0"], 6, 1),
     ]  # fmt: skip
     assert len({u.checkpoint for u in units}) == 6  # a slice's phase checkpoint is its own
 
@@ -98,9 +101,22 @@ def test_units_cover_every_run_once_and_finished_slices_are_skipped(tmp_path: Pa
             ["meta"] if unit.first_run == 6 else []
         )
     assert done["meta"]["finals"] == [float(i) for i in range(7)] and done["meta"]["seconds"] == 3.0
-    assert "meta" not in slices and [u.first_run for u in script.eval_units(args, "Acrobot-v1", ["k0"], slices)] == [6]
+    assert "meta" not in slices
+    assert [u.first_run for u in script.eval_units(args, "Acrobot-v1", ["fixed:0"], slices)] == [6]
     # Without --runs-per-unit an arm is one unit and its result is filed whole.
     whole = script.Args(test_runs=7, run_root=str(tmp_path))
-    (unit,) = script.eval_units(whole, "Acrobot-v1", ["k16"], {})
+    (unit,) = script.eval_units(whole, "Acrobot-v1", ["fixed:16"], {})
     assert (unit.first_run, unit.runs) == (0, 7) and unit.checkpoint.endswith("arms_Acrobot-v1.pt")
-    assert script.record(whole, unit, {"k16": fake(unit, 0, 7)}, done, slices) == ["k16"] and "k16" not in slices
+    assert script.record(whole, unit, {"fixed:16": fake(unit, 0, 7)}, done, slices) == ["fixed:16"]
+    assert "fixed:16" not in slices
+
+
+def test_table_rows_of_new_results_are_specs() -> None:
+    # Results written by a run after arms became specs are filed and shown under the spec.
+    script = _experiment_script()
+    arm = {"mean": -100.0, "se": 1.0, "finals": [-100.0]}
+    summary = {"envs": {"Acrobot-v1": {"arms": {"fixed:16": arm, "random:0,32": arm, "meta": arm}}}}
+    table = script.table(summary)
+    assert "| fixed:16 | -100.0 ± 1.0 |" in table and "| random:0,32 | -100.0 ± 1.0 |" in table
+    assert "| k16 |" not in table and "| fixed:0 | — |" in table
+    assert script.split_specs("fixed:0,linear:0,5,1,32,meta") == ["fixed:0", "linear:0,5,1,32", "meta"]

@@ -144,7 +144,8 @@ def test_short_meta_training_on_the_real_dyna_learner(tmp_path: Path) -> None:
     tiny = {
         "net_arch": [16],
         "num_model_rollouts": 20,
-        "planning_updates": 5,
+        "model_train_freq": 50,
+        "rollout_freq": 50,
         "eval_episodes": 1,
         "buffer_size": 100,
         "model": {"hidden_size": 16, "max_epochs": 2, "ensemble_size": 3, "num_elites": 2},

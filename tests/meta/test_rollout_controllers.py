@@ -1,18 +1,30 @@
-"""Hand-computed values of the rollout-length heuristics: INC / DEC / INC-DEC, the UP/DOWN/NOOP rule, uncertainty."""
+"""Hand-computed values of the rollout-length heuristics: INC / DEC / INC-DEC, the UP/DOWN/NOOP rule, uncertainty,
+the random meta-policy; and the spec registry (one per kind, pillars register themselves)."""
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from meta.controllers import (
     BudgetLinear,
+    RandomMetaPolicy,
+    RolloutLengthController,
     StepAction,
     UncertaintyTruncation,
     available_controllers,
     make_controller,
+    register_controller,
+    split_specs,
     step_rollout_length,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -86,3 +98,136 @@ def test_uncertainty_truncation() -> None:
 
 def test_registered_names() -> None:
     assert {"inc", "dec", "incdec", "uncertainty"} <= set(available_controllers())
+
+
+def test_random_spec_round_trips_state_dict() -> None:
+    controller = make_controller("random:2,16,7")
+    assert isinstance(controller, RandomMetaPolicy)
+    assert (controller.k_init, controller.k_cap, controller.seed) == (2, 16, 7)
+    first = [controller.decide({}) for _ in range(4)]
+    saved = controller.state_dict()
+    later = [controller.decide({}) for _ in range(8)]
+    restored = make_controller("random:2,16,7")
+    restored.load_state_dict(saved)
+    assert [restored.decide({}) for _ in range(8)] == later
+    fresh = RandomMetaPolicy(2, 16, 7)
+    assert first + later == [fresh.decide({}) for _ in range(12)]
+    assert max(first + later) <= 16 and len(set(first + later)) > 1
+    controller.reset()
+    assert controller.state_dict() == {"k": 2, "draws": 0}
+    # Without SEED the policy draws from seed 0 until a caller seeds it (the meta comparison seeds every run).
+    unseeded = make_controller("random:0,32")
+    assert isinstance(unseeded, RandomMetaPolicy) and unseeded.seed is None
+    seeded_zero = RandomMetaPolicy(0, 32, 0)
+    assert [unseeded.decide({}) for _ in range(6)] == [seeded_zero.decide({}) for _ in range(6)]
+    for bad in ("random:8,4", "random:0", "random:0,32,-1", "random:0,32,1,2"):
+        with pytest.raises(ValueError):
+            make_controller(bad)
+
+
+# Every rollout-length spec the docs and the meta comparison use; the docs' own specs are checked below too.
+DOCUMENTED_SPECS = [
+    "fixed:0", "fixed:1", "fixed:5", "fixed:16", "fixed:32", "dec:32", "inc:32", "incdec:8", "incdec:32",
+    "linear:0,5,1,32", "linear:20,100,1,15", "linear:20,150,1,15", "uncertainty:95", "uncertainty:95,10",
+    "uncertainty:95,32", "random:0,32", "random:0,32,3",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", DOCUMENTED_SPECS)
+def test_every_documented_spec_parses(spec: str) -> None:
+    controller = make_controller(spec)
+    assert isinstance(controller, RolloutLengthController)
+    assert controller.max_length() is not None
+    feedback = {"epoch": 3, "budget_fraction": 0.3, "current_length": 1}
+    assert 0 <= controller.decide(feedback) <= int(controller.max_length() or 0)
+
+
+def test_specs_quoted_in_the_docs_parse() -> None:
+    # Specs quoted in README.md and docs/: `--controller SPEC`, `--arms A,B,...` (rollout-length arms; dqn_zoo and
+    # learned:PATH aside), `make_controller("SPEC")` and `SPEC` in backticks.
+    names = "|".join(n for n in available_controllers() if n != "learned")
+    patterns = [
+        re.compile(r"--controller[ =]([^\s`|]+)"),
+        re.compile(r"--arms[ =]([^\s`|]+)"),
+        re.compile(r'make_controller\("([^"]+)"\)'),
+        re.compile(rf"`((?:{names}):[0-9.,]+)`"),
+    ]
+    quoted = set()
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for pattern in patterns:
+            for match in pattern.finditer(text):
+                quoted |= set(split_specs(match.group(1).replace("\\", "")))
+    quoted = {q for q in quoted if q not in ("SPEC", "dqn_zoo") and not q.startswith("learned:")}
+    assert {"fixed:1", "incdec:32", "linear:20,100,1,15", "fixed:16", "random:0,32"} <= quoted
+    for spec in sorted(quoted):
+        assert isinstance(make_controller(spec), RolloutLengthController), spec
+
+
+def test_wrong_kind_and_unknown_specs_are_refused_at_parse_time() -> None:
+    import meta.rlvr.allocators  # noqa: F401 - declares the RLVR allocator kind
+
+    pointer = (
+        r"'uniform' is an RLVR allocator spec, not a rollout-length controller.*meta\.rlvr\.allocators\.make_allocator"
+    )
+    with pytest.raises(ValueError, match=pointer):
+        make_controller("uniform:8")
+    with pytest.raises(ValueError, match="'ar3po' is an RLVR allocator spec"):
+        make_controller("ar3po")
+    with pytest.raises(ValueError, match=r"unknown controller 'k16'.*fixed, .*linear, random, uncertainty"):
+        make_controller("k16")
+    assert not {"uniform", "ar3po"} & set(available_controllers())
+    with pytest.raises(ValueError, match="already an RLVR allocator"):
+        register_controller("uniform", lambda args: BudgetLinear("inc", 8))
+
+
+def test_controllers_never_import_a_pillar() -> None:
+    # Numpy only, and no pillar pulled in by building any spec (not even lazily): pillars register themselves.
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'gymnasium', 'stable_baselines3', 'trl', 'transformers'):\n"
+        "    sys.modules[name] = None\n"
+        "import meta.controllers as c\n"
+        "for spec in ('fixed:4', 'linear:0,5,1,32', 'inc:8', 'uncertainty:95', 'random:0,32,1'):\n"
+        "    c.make_controller(spec)\n"
+        "for spec in ('uniform:8', 'learned:x.pt'):\n"
+        "    try:\n"
+        "        c.make_controller(spec)\n"
+        "    except ValueError as exc:\n"
+        "        assert 'unknown controller' in str(exc), exc\n"
+        "    else:\n"
+        "        raise AssertionError(spec)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('meta.', 'mbrl', 'envs', 'planning', 'rolloutlab'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['meta.controllers']"
+    source = (ROOT / "meta" / "controllers.py").read_text(encoding="utf-8")
+    assert "import_module" not in source and "__import__" not in source and "importlib" not in source
+
+
+def test_learned_spec_registers_with_its_package() -> None:
+    code = (
+        "import meta.controllers as c\n"
+        "assert 'learned' not in c.available_controllers()\n"
+        "import meta.rollout_length\n"
+        "assert 'learned' in c.available_controllers()\n"
+        "try:\n"
+        "    c.make_controller('learned:')\n"
+        "except ValueError as exc:\n"
+        "    assert 'needs a path' in str(exc), exc\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_split_specs_keeps_spec_arguments_together() -> None:
+    assert split_specs("fixed:0, linear:0,5,1,32,uncertainty:95,32,random:0,32,7,dqn_zoo,,learned:runs/x") == [
+        "fixed:0",
+        "linear:0,5,1,32",
+        "uncertainty:95,32",
+        "random:0,32,7",
+        "dqn_zoo",
+        "learned:runs/x",
+    ]
+    assert split_specs("") == []

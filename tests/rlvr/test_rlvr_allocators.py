@@ -166,10 +166,22 @@ def test_decide_protocol() -> None:
     assert np.isfinite(E3Budget().describe()["n_min"])
 
 
-def test_allocators_through_the_shared_controller_registry() -> None:
+def test_allocator_specs_are_not_rollout_length_controllers() -> None:
     from meta.controllers import available_controllers, make_controller
 
-    assert {"uniform", "dapo", "ar3po", "dars", "e3", "knapsack"} <= set(available_controllers())
-    ar = make_controller("ar3po:3,2")
+    assert not {"uniform", "dapo", "ar3po", "dars", "e3", "knapsack"} & set(available_controllers())
+    pointer = r"is an RLVR allocator spec, not a rollout-length controller.*meta\.rlvr\.allocators\.make_allocator"
+    for spec in ("uniform:8", "uniform", "ar3po:3,2", "knapsack:8,16"):
+        with pytest.raises(ValueError, match=pointer):
+            make_controller(spec)
+    ar = make_allocator("ar3po:3,2")  # the right builder, and still a controller (decide / state_dict)
     assert isinstance(ar, AR3PO) and ar.stage_size == 3 and ar.max_stages == 2
-    assert isinstance(make_controller("uniform"), Uniform)
+
+
+def test_rollout_length_specs_are_refused_by_make_allocator() -> None:
+    pointer = r"is a rollout-length controller spec, not an RLVR allocator.*meta\.controllers\.make_controller"
+    for spec in ("fixed:4", "linear:0,5,1,32", "inc:32", "uncertainty:95", "random:0,32"):
+        with pytest.raises(ValueError, match=pointer):
+            make_allocator(spec)
+    with pytest.raises(ValueError, match=r"unknown allocator 'nope'.*ar3po, dapo, dars, e3, knapsack, uniform"):
+        make_allocator("nope:1")

@@ -1,0 +1,389 @@
+"""A "true simulator" world model for Acrobot-v1: the environment's own physics behind the world-model interface.
+
+:class:`TrueAcrobotModel` has the :meth:`~mbrl.models.dynamics.DynamicsModel.predict` contract of the learned model
+(and no-op ``fit`` / ``restore_last_good`` / ``state_dict``), so a Dyna learner can plan in the real dynamics instead
+of a learned ensemble. That separates the two sources of error in model-based RL: with a perfect model, what is left
+is the planner's and the rollout schedule's own.
+
+The physics is gymnasium 1.x's ``AcrobotEnv`` (Sutton & Barto 2018, sec. 11.3; Sutton 1996), vectorized over ``N``
+samples: the joint angles are recovered from the observation's (cos, sin) pairs, the discrete action picks a torque
+from ``{-1, 0, +1}`` N m, the equations of motion (the "book" variant by default, as gymnasium) are integrated over
+one step of ``dt = 0.2`` s with one classical fourth-order Runge-Kutta step, the angles are wrapped into
+``[-pi, pi]`` and the angular velocities clipped to ``±4 pi`` and ``±9 pi`` rad/s. The reward is -1 per step and 0 on
+the step that reaches the goal height, tested with :func:`mbrl.termination.acrobot` on the predicted observation (the
+rule callers use for ``terminated``, so reward and termination agree; only a caller that rounds the observation to
+float32 first could see them differ, within float32 rounding of the goal height).
+
+The physics constants are constructor arguments, defaulting to Acrobot-v1's; :meth:`TrueAcrobotModel.from_env`
+reads them off an environment, including the perturbed-physics ``envs.perturbed.PerturbedAcrobotEnv``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+
+from mbrl.models.dynamics import ModelStep
+from mbrl.termination import acrobot as acrobot_terminated
+
+#: Gravitational acceleration hard-coded in gymnasium's ``AcrobotEnv._dsdt`` [m/s^2].
+GYMNASIUM_GRAVITY = 9.8
+
+#: Wrapping loops this many times at most before falling back to modular arithmetic (see :func:`_wrap`).
+_MAX_WRAP_LOOPS = 8
+
+
+def _wrap(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Wrap ``x`` into ``[low, high]`` by whole periods, as gymnasium's ``wrap``: subtract (add) ``high - low`` while
+    above (below) the range.
+
+    Repeating the same subtractions keeps the rounding of gymnasium's loop. A value still out of range after
+    :data:`_MAX_WRAP_LOOPS` periods (only reachable from absurd input velocities) is reduced with ``np.mod`` instead
+    of looping for ever; non-finite values are left as they are (gymnasium would hang on ``inf``).
+
+    Args:
+        x: ``[N]`` angles in rad.
+        low: Lower end of the range (``-pi``).
+        high: Upper end of the range (``pi``).
+
+    Returns:
+        ``[N]`` wrapped angles (a new array).
+    """
+    period = high - low
+    out = np.array(x, dtype=np.float64, copy=True)
+    finite = np.isfinite(out)
+    for _ in range(_MAX_WRAP_LOOPS):
+        above = finite & (out > high)
+        if not above.any():
+            break
+        out[above] -= period
+    for _ in range(_MAX_WRAP_LOOPS):
+        below = finite & (out < low)
+        if not below.any():
+            break
+        out[below] += period
+    far = finite & ((out > high) | (out < low))
+    if far.any():
+        out[far] = low + np.mod(out[far] - low, period)
+    return out
+
+
+class TrueAcrobotModel:
+    """Acrobot's exact dynamics as a world model, vectorized in numpy (float64).
+
+    Units: lengths in m, masses in kg, moments of inertia in kg m^2, gravity in m/s^2, time in s, angles in rad,
+    angular velocities in rad/s, torques in N m.
+
+    Args:
+        gravity: Gravitational acceleration (gymnasium hard-codes 9.8; perturbed variants change it).
+        link_length_1: Length of link 1; enters the dynamics (shoulder-to-elbow distance).
+        link_length_2: Length of link 2. Like gymnasium, the dynamics only use link 2's centre-of-mass position, so
+            this value is kept for completeness (and :meth:`from_env`) but does not change predictions.
+        link_mass_1: Mass of link 1.
+        link_mass_2: Mass of link 2.
+        link_com_pos_1: Distance from the shoulder to link 1's centre of mass.
+        link_com_pos_2: Distance from the elbow to link 2's centre of mass.
+        link_moi: Moment of inertia of each link about its centre of mass (gymnasium uses one value for both).
+        dt: Integration step; one model step is one RK4 step of this length, as one ``env.step``.
+        max_vel_1: Clip for ``dtheta1`` after each step (gymnasium: ``4 pi``).
+        max_vel_2: Clip for ``dtheta2`` after each step (gymnasium: ``9 pi``).
+        torques: Torque applied at the elbow for each discrete action (gymnasium: ``(-1, 0, +1)``).
+        book_or_nips: ``"book"`` (Sutton & Barto's equations, gymnasium's default) or ``"nips"`` (Sutton 1996's,
+            without link 1's centripetal term acting on link 2).
+        torque_noise_max: Half-width of uniform noise added to the torque (gymnasium default 0: deterministic). When
+            positive, :meth:`predict` draws the noise from its ``rng`` unless ``deterministic``.
+
+    Attributes:
+        obs_dim: 6, ``[cos t1, sin t1, cos t2, sin t2, dt1, dt2]``.
+        action_dim: Number of discrete actions (3).
+        discrete_actions: ``True``.
+        fitted: Always ``True``: there is nothing to learn, so callers may plan from the first step.
+    """
+
+    obs_dim = 6
+    discrete_actions = True
+
+    def __init__(
+        self,
+        *,
+        gravity: float = GYMNASIUM_GRAVITY,
+        link_length_1: float = 1.0,
+        link_length_2: float = 1.0,
+        link_mass_1: float = 1.0,
+        link_mass_2: float = 1.0,
+        link_com_pos_1: float = 0.5,
+        link_com_pos_2: float = 0.5,
+        link_moi: float = 1.0,
+        dt: float = 0.2,
+        max_vel_1: float = 4 * math.pi,
+        max_vel_2: float = 9 * math.pi,
+        torques: Sequence[float] = (-1.0, 0.0, 1.0),
+        book_or_nips: str = "book",
+        torque_noise_max: float = 0.0,
+    ) -> None:
+        positive = {
+            "gravity": gravity,
+            "link_length_1": link_length_1,
+            "link_length_2": link_length_2,
+            "link_mass_1": link_mass_1,
+            "link_mass_2": link_mass_2,
+            "link_com_pos_1": link_com_pos_1,
+            "link_com_pos_2": link_com_pos_2,
+            "link_moi": link_moi,
+            "dt": dt,
+            "max_vel_1": max_vel_1,
+            "max_vel_2": max_vel_2,
+        }
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        if book_or_nips not in ("book", "nips"):
+            raise ValueError(f"book_or_nips must be 'book' or 'nips', got {book_or_nips!r}")
+        if not torque_noise_max >= 0:
+            raise ValueError(f"torque_noise_max must be >= 0, got {torque_noise_max}")
+        if len(torques) == 0:
+            raise ValueError("torques must name at least one action")
+        self.gravity = float(gravity)
+        self.link_length_1, self.link_length_2 = float(link_length_1), float(link_length_2)
+        self.link_mass_1, self.link_mass_2 = float(link_mass_1), float(link_mass_2)
+        self.link_com_pos_1, self.link_com_pos_2 = float(link_com_pos_1), float(link_com_pos_2)
+        self.link_moi = float(link_moi)
+        self.dt = float(dt)
+        self.max_vel_1, self.max_vel_2 = float(max_vel_1), float(max_vel_2)
+        self.torques = np.asarray(torques, dtype=np.float64).reshape(-1)
+        self.book_or_nips = book_or_nips
+        self.torque_noise_max = float(torque_noise_max)
+        self.action_dim = int(self.torques.shape[0])
+        self.fitted = True
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> TrueAcrobotModel:
+        """The model of ``env``'s physics, read off ``env.unwrapped`` (wrappers are looked through).
+
+        Reads the class constants gymnasium's ``AcrobotEnv`` uses (``LINK_*``, ``MAX_VEL_*``, ``AVAIL_TORQUE``,
+        ``dt``, ``book_or_nips``, ``torque_noise_max``; instance attributes shadow them, which is how
+        ``envs.perturbed.PerturbedAcrobotEnv`` perturbs link lengths and masses). Gravity is the 9.8 hard-coded in
+        gymnasium's equations of motion unless the env class overrides ``_dsdt`` and has a ``gravity`` attribute, as
+        ``PerturbedAcrobotEnv`` does.
+
+        Raises:
+            TypeError: ``env.unwrapped`` is not an ``AcrobotEnv``, or it overrides ``_dsdt`` without a ``gravity``
+                attribute (the model cannot know its equations).
+        """
+        u = env.unwrapped
+        if not isinstance(u, AcrobotEnv):
+            raise TypeError(f"from_env needs an AcrobotEnv, got {type(u).__name__}")
+        if type(u)._dsdt is AcrobotEnv._dsdt:
+            gravity = GYMNASIUM_GRAVITY  # any `gravity` attribute would be ignored by the env's own equations
+        elif hasattr(u, "gravity"):
+            # Assumes the override states the same equations with gravity as a parameter (PerturbedAcrobotEnv).
+            gravity = float(getattr(u, "gravity"))  # noqa: B009  (not an attribute of AcrobotEnv's type)
+        else:
+            raise TypeError(f"{type(u).__name__} overrides _dsdt without a `gravity` attribute; pass the physics")
+        return cls(
+            gravity=gravity,
+            link_length_1=u.LINK_LENGTH_1,
+            link_length_2=u.LINK_LENGTH_2,
+            link_mass_1=u.LINK_MASS_1,
+            link_mass_2=u.LINK_MASS_2,
+            link_com_pos_1=u.LINK_COM_POS_1,
+            link_com_pos_2=u.LINK_COM_POS_2,
+            link_moi=u.LINK_MOI,
+            dt=u.dt,
+            max_vel_1=u.MAX_VEL_1,
+            max_vel_2=u.MAX_VEL_2,
+            torques=[float(t) for t in u.AVAIL_TORQUE],
+            book_or_nips=u.book_or_nips,
+            torque_noise_max=u.torque_noise_max,
+        )
+
+    def physics(self) -> dict[str, Any]:
+        """The constructor arguments, e.g. for logging which physics a run planned in."""
+        return {
+            "gravity": self.gravity,
+            "link_length_1": self.link_length_1,
+            "link_length_2": self.link_length_2,
+            "link_mass_1": self.link_mass_1,
+            "link_mass_2": self.link_mass_2,
+            "link_com_pos_1": self.link_com_pos_1,
+            "link_com_pos_2": self.link_com_pos_2,
+            "link_moi": self.link_moi,
+            "dt": self.dt,
+            "max_vel_1": self.max_vel_1,
+            "max_vel_2": self.max_vel_2,
+            "torques": self.torques.tolist(),
+            "book_or_nips": self.book_or_nips,
+            "torque_noise_max": self.torque_noise_max,
+        }
+
+    # --- physics ----------------------------------------------------------------------------------------------
+
+    def _derivatives(self, y: np.ndarray, torque: np.ndarray) -> np.ndarray:
+        """Time derivative of the state under a constant elbow torque.
+
+        Args:
+            y: ``[N, 4]`` states ``(theta1, theta2, dtheta1, dtheta2)``.
+            torque: ``[N]`` elbow torques.
+
+        Returns:
+            ``[N, 4]``: ``(dtheta1, dtheta2, ddtheta1, ddtheta2)``.
+        """
+        m1, m2 = self.link_mass_1, self.link_mass_2
+        l1, lc1, lc2 = self.link_length_1, self.link_com_pos_1, self.link_com_pos_2
+        inertia = self.link_moi
+        g = self.gravity
+        theta1, theta2, dtheta1, dtheta2 = y[:, 0], y[:, 1], y[:, 2], y[:, 3]
+        cos2, sin2 = np.cos(theta2), np.sin(theta2)
+        coupling = m2 * l1 * lc2  # the product that multiplies every link-1/link-2 interaction term
+        # Generalized inertia: d1 for the whole arm about the shoulder, d2 for its coupling to the elbow.
+        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos2) + 2 * inertia
+        d2 = m2 * (lc2**2 + l1 * lc2 * cos2) + inertia
+        # Gravity terms. Angles are measured from hanging straight down, so gravity's torque goes with
+        # cos(angle - pi/2) (gymnasium's form, kept for its rounding) = sin(angle).
+        phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - math.pi / 2.0)
+        phi1 = (
+            -coupling * dtheta2**2 * sin2
+            - 2 * coupling * dtheta2 * dtheta1 * sin2
+            + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - math.pi / 2.0)
+            + phi2
+        )
+        effective_inertia_2 = m2 * lc2**2 + inertia - d2**2 / d1
+        if self.book_or_nips == "book":
+            # Sutton & Barto keep the centripetal effect of link 1's rotation on link 2.
+            ddtheta2 = (torque + d2 / d1 * phi1 - coupling * dtheta1**2 * sin2 - phi2) / effective_inertia_2
+        else:
+            ddtheta2 = (torque + d2 / d1 * phi1 - phi2) / effective_inertia_2
+        ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+        return np.stack([dtheta1, dtheta2, ddtheta1, ddtheta2], axis=1)
+
+    def step_state(self, state: np.ndarray, torque: np.ndarray) -> np.ndarray:
+        """One environment step from internal states: RK4 over ``dt``, then wrapping and velocity clipping.
+
+        Args:
+            state: ``[N, 4]`` ``(theta1, theta2, dtheta1, dtheta2)`` in rad and rad/s.
+            torque: ``[N]`` elbow torques in N m, held constant over the step.
+
+        Returns:
+            ``[N, 4]`` next states, angles in ``[-pi, pi]``, velocities within ``±max_vel_1`` / ``±max_vel_2``.
+        """
+        y0 = np.asarray(state, dtype=np.float64).reshape(-1, 4)
+        torque = np.asarray(torque, dtype=np.float64).reshape(-1)
+        # One classical RK4 step of length dt, grouped as gymnasium's rk4 over t = [0, dt] groups it.
+        h = self.dt
+        half = h / 2.0
+        k1 = self._derivatives(y0, torque)
+        k2 = self._derivatives(y0 + half * k1, torque)
+        k3 = self._derivatives(y0 + half * k2, torque)
+        k4 = self._derivatives(y0 + h * k3, torque)
+        y1 = y0 + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+        y1[:, 0] = _wrap(y1[:, 0], -math.pi, math.pi)
+        y1[:, 1] = _wrap(y1[:, 1], -math.pi, math.pi)
+        # min(max(.)) rather than np.clip so that the operation order is the env's (and NaN stays NaN).
+        y1[:, 2] = np.minimum(np.maximum(y1[:, 2], -self.max_vel_1), self.max_vel_1)
+        y1[:, 3] = np.minimum(np.maximum(y1[:, 3], -self.max_vel_2), self.max_vel_2)
+        return y1
+
+    @staticmethod
+    def state_from_obs(obs: np.ndarray) -> np.ndarray:
+        """``[N, 6]`` observations -> ``[N, 4]`` states; angles by ``arctan2`` (in ``[-pi, pi]``), velocities as is."""
+        obs = np.asarray(obs, dtype=np.float64).reshape(-1, 6)
+        return np.stack(
+            [np.arctan2(obs[:, 1], obs[:, 0]), np.arctan2(obs[:, 3], obs[:, 2]), obs[:, 4], obs[:, 5]], axis=1
+        )
+
+    @staticmethod
+    def obs_from_state(state: np.ndarray) -> np.ndarray:
+        """``[N, 4]`` states -> ``[N, 6]`` observations ``[cos t1, sin t1, cos t2, sin t2, dt1, dt2]`` (float64)."""
+        state = np.asarray(state, dtype=np.float64).reshape(-1, 4)
+        t1, t2 = state[:, 0], state[:, 1]
+        return np.stack([np.cos(t1), np.sin(t1), np.cos(t2), np.sin(t2), state[:, 2], state[:, 3]], axis=1)
+
+    # --- the DynamicsModel interface --------------------------------------------------------------------------
+
+    def predict(
+        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+    ) -> ModelStep:
+        """One exact step of the environment for each of ``N`` (observation, action) pairs.
+
+        Args:
+            obs: ``[N, 6]`` observations (float32 observations are used as float64; their angles are only as
+                precise as float32 cos/sin pairs, about 1e-7 rad).
+            actions: ``[N]`` (or ``[N, 1]``) integer actions, indices into ``torques``.
+            rng: Draws torque noise when ``torque_noise_max > 0`` and not ``deterministic``; otherwise unused
+                (nothing is drawn, so the caller's generator advances exactly as without a model call).
+            deterministic: Skip the torque noise (irrelevant at the default ``torque_noise_max = 0``).
+
+        Returns:
+            A :class:`~mbrl.models.dynamics.ModelStep` with ``next_obs [N, 6]`` (float64), ``reward [N]`` (-1, or 0
+            where the next observation is terminal), ``terminated_prob = None`` (callers apply
+            :func:`mbrl.termination.acrobot`), ``disagreement [N]`` zeros (one exact model) and ``finite [N]``.
+
+        Raises:
+            ValueError: ``actions`` has the wrong length or holds an index outside ``[0, action_dim)``.
+        """
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        n = obs64.shape[0]
+        raw = np.asarray(actions).reshape(-1)
+        if raw.shape[0] != n:
+            raise ValueError(f"got {raw.shape[0]} actions for {n} observations")
+        idx = raw.astype(np.int64)
+        if n and (np.any(idx != raw) or idx.min() < 0 or idx.max() >= self.action_dim):
+            raise ValueError(f"actions must be integers in [0, {self.action_dim}), got {np.unique(raw)}")
+        torque = self.torques[idx]
+        if self.torque_noise_max > 0 and not deterministic:
+            torque = torque + rng.uniform(-self.torque_noise_max, self.torque_noise_max, size=n)
+        next_obs = self.obs_from_state(self.step_state(self.state_from_obs(obs64), torque))
+        # Terminal test on the next observation with the same function callers use for `terminated`.
+        reward = np.where(acrobot_terminated(obs64, idx, next_obs), 0.0, -1.0)
+        return ModelStep(
+            next_obs=next_obs,
+            reward=reward,
+            terminated_prob=None,
+            disagreement=np.zeros(n),
+            finite=np.isfinite(next_obs).all(axis=1),
+        )
+
+    def fit(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> dict[str, float]:
+        """Do nothing: the true dynamics have nothing to learn (signature of ``DynamicsModel.fit``).
+
+        Args:
+            obs: ``[N, 6]``, ignored.
+            actions: ``[N]``, ignored.
+            rewards: ``[N]``, ignored.
+            next_obs: ``[N, 6]``, ignored.
+            terminated: ``[N]``, ignored.
+
+        Returns:
+            An empty metrics dict: no holdout score is computed, so callers that read metrics with ``.get`` (the
+            Dyna learner) log their default (NaN), and ones that index ``"model/holdout_nll"`` directly must not be
+            given this model.
+        """
+        return {}
+
+    def restore_last_good(self) -> None:
+        """No-op: there are no weights that could diverge."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Empty: the model is fully described by its constructor arguments (see :meth:`physics`)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Accept the empty snapshot :meth:`state_dict` makes.
+
+        Raises:
+            ValueError: ``state`` is not empty (e.g. a learned model's snapshot loaded into the wrong model).
+        """
+        if len(state):
+            raise ValueError(f"TrueAcrobotModel has no state to load, got keys {sorted(state)}")
