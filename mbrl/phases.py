@@ -108,7 +108,7 @@ class RolloutLengthDriver:
         self.logger = logger
         self.ks = [int(k_init)] * len(self.controllers)
         self.schedules: list[list[int]] = [[] for _ in self.controllers]
-        self.feedback: list[dict[str, float]] = [{} for _ in self.controllers]
+        self.feedback: list[dict[str, Any]] = [{} for _ in self.controllers]
         for c in self.controllers:
             c.reset()
 
@@ -208,7 +208,7 @@ class RolloutLengthDriver:
             "controllers": [c.state_dict() for c in self.controllers],
             "ks": list(self.ks),
             "schedules": [list(s) for s in self.schedules],
-            "feedback": [{k: float(v) for k, v in fb.items()} for fb in self.feedback],
+            "feedback": [{k: _plain(v) for k, v in fb.items()} for fb in self.feedback],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -219,4 +219,11 @@ class RolloutLengthDriver:
             controller.load_state_dict(saved)
         self.ks = [int(k) for k in state["ks"]]
         self.schedules = [[int(k) for k in s] for s in state["schedules"]]
-        self.feedback = [{str(k): float(v) for k, v in fb.items()} for fb in state["feedback"]]
+        self.feedback = [{str(k): _plain(v) for k, v in fb.items()} for fb in state["feedback"]]
+
+
+def _plain(value: Any) -> float | list[float]:
+    """A feedback value as checkpoint-safe plain data: a float, or a list of floats for per-step values."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+    return float(value)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,9 +207,11 @@ def summarize(args: Args, finals: dict[str, np.ndarray]) -> dict[str, Any]:
     from rliable import metrics
 
     np.random.seed(args.seed)  # rliable's bootstrap draws from numpy's global generator
+    # One task: rliable's aggregate_median is a median over *tasks* of per-task means, so the median over runs is
+    # taken directly.
     aggregates = {
         "mean": metrics.aggregate_mean,
-        "median": metrics.aggregate_median,
+        "median": lambda x: float(np.median(x)),
         "iqm": metrics.aggregate_iqm,
         "solved_fraction": lambda x: float(np.mean(x >= SOLVED)),
     }
@@ -239,6 +242,27 @@ def summarize(args: Args, finals: dict[str, np.ndarray]) -> dict[str, Any]:
     best = max(model_arms, key=lambda a: arms[a]["iqm"]) if model_arms else None
     passed = bool(best is not None and baselines and all(paired[best][b]["z"] > 2.0 for b in baselines))
     return {"arms": arms, "paired_iqm_vs_k0": paired, "best_model_arm": best, "gate_passed": passed}
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The markdown table quoted by the README and docs/dyna.md (generated, never edited by hand)."""
+    lines = [
+        "| arm | mean | median | IQM [95% CI] | solved "
+        "| IQM − fixed:0 (paired s.e.) | IQM − fixed:0+compute (paired s.e.) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm, entry in summary["arms"].items():
+        paired = summary["paired_iqm_vs_k0"].get(arm, {})
+        diffs = [
+            f"{paired[b]['iqm_diff']:+.1f} ({paired[b]['se']:.1f})" if b in paired else "—"
+            for b in ("fixed:0", "fixed:0+compute")
+        ]
+        lo, hi = entry["iqm_ci95"]
+        lines.append(
+            f"| {arm} | {entry['mean']:.1f} | {entry['median']:.1f} | {entry['iqm']:.1f} [{lo:.1f}, {hi:.1f}] "
+            f"| {entry['solved_fraction']:.2f} | {diffs[0]} | {diffs[1]} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -289,17 +313,31 @@ def main(args: Args) -> dict[str, Any]:
             padded = np.array([x + [np.nan] * (width - len(x)) for x in last])
             per_horizon[arm] = np.nanmean(padded, axis=0).tolist()
     summary["final_disagreement_by_step"] = per_horizon
-    summary["model_return_error_by_phase"] = {
-        arm: np.nanmean(
-            [
-                [c.get("model_return_error", np.nan) for c in curve]
-                for s in ordered
-                for curve in s["arms"][arm]["curves"]
-            ],
-            axis=0,
-        ).tolist()
-        for arm in arms
-    }
+    with warnings.catch_warnings():  # K = 0 arms fit no model: their model errors are all NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model_errors = {
+            arm: np.nanmean(
+                [
+                    [c.get("model_return_error", np.nan) for c in curve]
+                    for s in ordered
+                    for curve in s["arms"][arm]["curves"]
+                ],
+                axis=0,
+            ).tolist()
+            for arm in arms
+        }
+        summary["model_holdout_nmse_by_phase"] = {
+            arm: np.nanmean(
+                [
+                    [c.get("model_holdout_nmse", np.nan) for c in curve]
+                    for s in ordered
+                    for curve in s["arms"][arm]["curves"]
+                ],
+                axis=0,
+            ).tolist()
+            for arm in arms
+        }
+    summary["model_return_error_by_phase"] = model_errors
     summary["mean_return_by_phase"] = {
         arm: np.mean(
             [[c["mean_return"] for c in curve] for s in ordered for curve in s["arms"][arm]["curves"]], axis=0
@@ -308,10 +346,11 @@ def main(args: Args) -> dict[str, Any]:
     }
     summary["seconds"] = float(sum(s["seconds"] for s in ordered))
     summary["protocol"] = {**protocol(args), "runs": args.runs}
-    summary["command"] = "OMP_NUM_THREADS=1 python experiments/mbrl/gate.py --workers 2"
-    from rolloutlab.checkpoint import atomic_write_json
+    summary["command"] = f"OMP_NUM_THREADS=1 python experiments/mbrl/gate.py --workers 2 --runs {args.runs}"
+    from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
     atomic_write_json(args.out, summary)
+    atomic_write_text(Path(args.out).with_suffix(".md"), table(summary))
     print(f"{'arm':<18} {'mean':>8} {'median':>8} {'IQM':>8} {'solved':>7}")
     for arm, entry in summary["arms"].items():
         print(

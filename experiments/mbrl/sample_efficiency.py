@@ -1,15 +1,23 @@
-"""MBPO vs SB3 SAC (same updates per env step, and SAC's default): steps to a return threshold, same seeds and budget.
+r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see mbrl/sample_efficiency.py).
 
-Usage (one env per call; finished seeds are kept in results/partial/ and skipped on a rerun, so a killed run resumes).
-The committed results (docs/mbrl.md) came from:
+Arms: ``mbpo:SPEC`` (one per rollout-length controller spec), ``sac_same_utd`` (SAC at MBPO's G updates per env
+step) and ``sac_utd1`` (SAC at one update per env step); same seeds, networks, warm-up and evaluation in every arm.
+One env per call; each finished (arm, seed) run is saved in ``results/partial/<env>[_<tag>]/`` at once and reused on a
+rerun with the same settings, so a killed benchmark resumes where it stopped.
 
-    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id Pendulum-v1 --threshold -200 \
-        --budget 10000 --updates-per-step 10 --tag g10
-    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id InvertedPendulum-v5 \
-        --threshold 950 --budget 10000 --updates-per-step 10 --tag g10
+Steps to threshold (10 seeds, evaluation every 100 env steps, 200 warm-up steps):
 
-Writes ``results/sample_efficiency_<env>[_<tag>].json`` (resolved args, every run's eval curve, the summary entry in
-the schema of ``summary.json``) and the matching ``.png`` (learning curves, mean ± standard error).
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id Pendulum-v1
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id InvertedPendulum-v5
+
+Final return (HalfCheetah; several hours per run on a CPU; the SAC settings are MBPO's):
+
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id HalfCheetah-v5 \
+        --budget 30000 --seeds 0,1,2 --arms mbpo:fixed:1,sac_same_utd --final-only \
+        --net-arch 256,256 --learning-rate 3e-4 --batch-size 256
+
+Writes ``results/sample_efficiency_<env>[_<tag>].json`` (the command, resolved args and settings, every run's record
+and the summary entry) and the matching ``.png`` (learning curves, mean ± standard error).
 ``experiments/mbrl/summary.py`` then assembles ``results/summary.json``.
 """
 
@@ -17,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,47 +33,65 @@ from typing import Any
 import numpy as np
 import tyro
 
-from mbrl.sample_efficiency import ARMS, ArmSettings, run_arm, summarize_env
+from mbrl.sample_efficiency import (
+    DEFAULT_ARMS,
+    PROTOCOL,
+    ArmSettings,
+    arm_order,
+    collect_runs,
+    parse_arms,
+    summarize,
+)
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Issue 4's thresholds (mean evaluation return that counts as solved).
+THRESHOLDS = {"Pendulum-v1": -200.0, "InvertedPendulum-v5": 950.0}
+#: The protocol's longest uniform-random warm-up, in env steps.
+MAX_WARMUP = 200
+#: Evaluation period with --final-only when --eval-every is not given (a curve, not a resolution).
+FINAL_ONLY_EVAL_EVERY = 1000
 
 
 @dataclass
 class Args:
+    """The benchmark's command line: each field is a ``--flag`` (``env_id`` is ``--env-id``)."""
+
     env_id: str = "Pendulum-v1"
     """gymnasium id of the task"""
-    threshold: float = -200.0
-    """mean evaluation return that counts as solved (issue 4: Pendulum -200, InvertedPendulum 950)"""
-    budget: int = 4000
-    """env steps per run, the same for every arm"""
-    seeds: str = "0,1,2,3,4"
+    threshold: float | None = None
+    """mean evaluation return that counts as solved (default: -200 for Pendulum-v1, 950 for InvertedPendulum-v5)"""
+    budget: int = 10_000
+    """env steps per run, the same for every arm (a multiple of --eval-every)"""
+    seeds: str = "0,1,2,3,4,5,6,7,8,9"
     """comma-separated seeds, the same for every arm"""
-    arms: str = ",".join(ARMS)
-    """comma-separated arms to run: mbpo, sac_same_utd, sac_default"""
-    updates_per_step: int = 3
-    """G: SAC gradient updates per env step for mbpo and sac_same_utd (sac_default uses 1)"""
-    eval_every: int = 250
-    """env steps between deterministic evaluations (the resolution of steps-to-threshold)"""
-    eval_episodes: int = 5
+    arms: str = ",".join(DEFAULT_ARMS)
+    """comma-separated arms: mbpo:SPEC (SPEC a rollout-length controller spec), sac_same_utd, sac_utd1"""
+    final_only: bool = False
+    """the target is the final evaluation return (HalfCheetah): no threshold, sparser evaluations"""
+    updates_per_step: int = ArmSettings.updates_per_step
+    """G: SAC gradient updates per env step for the MBPO arms and sac_same_utd (sac_utd1 uses 1)"""
+    eval_every: int | None = None
+    """env steps between deterministic evaluations (default: 100; 1000 with --final-only)"""
+    eval_episodes: int = ArmSettings.eval_episodes
     """episodes per evaluation, with fixed seeds"""
-    initial_random_steps: int = 250
-    """uniform-random warm-up steps in every arm (SAC's learning_starts)"""
-    learning_rate: float = 1e-3
-    """SAC learning rate in every arm (rl-zoo's Pendulum value)"""
-    batch_size: int = 128
+    initial_random_steps: int = ArmSettings.initial_random_steps
+    """uniform-random warm-up steps in every arm (SAC's learning_starts; at most 200)"""
+    learning_rate: float = ArmSettings.learning_rate
+    """SAC learning rate in every arm"""
+    batch_size: int = ArmSettings.batch_size
     """SAC batch size in every arm"""
     net_arch: str = "64,64"
     """SAC hidden widths in every arm"""
-    controller: str = "fixed:1"
-    """MBPO rollout-length controller spec"""
-    rollout_batch_size: int = 5000
-    """MBPO imagined rollouts started per model refit"""
-    model_train_freq: int = 250
-    """MBPO env steps between model refits (also the epoch length)"""
-    model_max_epochs: int = 30
-    """cap on model-training epochs per refit (early stopping usually ends sooner)"""
+    rollout_batch_size: int | None = None
+    """MBPO imagined rollouts started per model refit (default: MBPOConfig's)"""
+    model_retain_epochs: int | None = None
+    """MBPO epochs of imagined data kept (default: MBPOConfig's)"""
+    model_train_freq: int | None = None
+    """MBPO env steps between model refits, also its epoch length (default: MBPOConfig's)"""
+    model_max_train_steps: int | None = None
+    """cap on model gradient steps per refit (default: ModelConfig's, no cap)"""
     tag: str = ""
     """suffix for the output file names"""
 
@@ -75,14 +101,61 @@ def parse_args() -> Args:
     return tyro.cli(Args, description=__doc__)
 
 
-def plot(path: Path, runs: list[dict[str, Any]], threshold: float, title: str) -> None:
+def command_line(args: Args) -> str:
+    """A command that reproduces ``args``: the script with every flag whose value is not the default."""
+    parts = ["python", "experiments/mbrl/sample_efficiency.py"]
+    for f in dataclasses.fields(Args):
+        value = getattr(args, f.name)
+        if value == f.default:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else f"--no-{flag[2:]}")
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def settings_from_args(args: Args) -> ArmSettings:
+    """The shared arm settings; only the MBPO fields a flag names override MBPOConfig's defaults."""
+    eval_every = args.eval_every or (FINAL_ONLY_EVAL_EVERY if args.final_only else ArmSettings.eval_every)
+    if args.initial_random_steps > MAX_WARMUP:
+        raise SystemExit(
+            f"--initial-random-steps {args.initial_random_steps}: the protocol allows at most {MAX_WARMUP}"
+        )
+    if args.budget % eval_every:
+        raise SystemExit(f"--budget {args.budget} must be a multiple of the evaluation period {eval_every}")
+    mbpo: dict[str, Any] = {}
+    if args.rollout_batch_size is not None:
+        mbpo["rollout_batch_size"] = args.rollout_batch_size
+    if args.model_retain_epochs is not None:
+        mbpo["model_retain_epochs"] = args.model_retain_epochs
+    if args.model_train_freq is not None:
+        mbpo["model_train_freq"] = mbpo["epoch_length"] = args.model_train_freq
+    if args.model_max_train_steps is not None:
+        mbpo["model"] = {"max_train_steps": args.model_max_train_steps}
+    return ArmSettings(
+        env_id=args.env_id,
+        budget=args.budget,
+        updates_per_step=args.updates_per_step,
+        eval_every=eval_every,
+        eval_episodes=args.eval_episodes,
+        initial_random_steps=args.initial_random_steps,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        net_arch=[int(w) for w in args.net_arch.split(",")],
+        mbpo=mbpo,
+    )
+
+
+def plot(path: Path, runs: list[dict[str, Any]], threshold: float | None, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for arm in ARMS:
+    for arm in arm_order(sorted({r["arm"] for r in runs})):
         curves = [r["eval"] for r in runs if r["arm"] == arm and r["eval"]]
         if not curves:
             continue
@@ -93,7 +166,8 @@ def plot(path: Path, runs: list[dict[str, Any]], threshold: float, title: str) -
         se = values.std(axis=0, ddof=1) / np.sqrt(len(curves)) if len(curves) > 1 else np.zeros_like(mean)
         ax.plot(steps, mean, label=f"{arm} (n={len(curves)})")
         ax.fill_between(steps, mean - se, mean + se, alpha=0.2)
-    ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label="threshold")
+    if threshold is not None:
+        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label="threshold")
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval return (mean ± s.e. over seeds)")
     ax.set_title(title)
@@ -103,68 +177,64 @@ def plot(path: Path, runs: list[dict[str, Any]], threshold: float, title: str) -
     plt.close(fig)
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
+    """Run (or resume) the benchmark and write its results file; returns the summary entry."""
+    if args is None:
+        args = parse_args()
     set_torch_threads(1)
-    settings = ArmSettings(
-        env_id=args.env_id,
-        budget=args.budget,
-        updates_per_step=args.updates_per_step,
-        eval_every=args.eval_every,
-        eval_episodes=args.eval_episodes,
-        initial_random_steps=args.initial_random_steps,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        net_arch=[int(w) for w in args.net_arch.split(",")],
-        mbpo={
-            "controller": args.controller,
-            "rollout_batch_size": args.rollout_batch_size,
-            "model_train_freq": args.model_train_freq,
-            "epoch_length": args.model_train_freq,
-            "model": {"max_epochs": args.model_max_epochs},
-        },
+    arms = parse_arms(args.arms)
+    threshold = (
+        None if args.final_only else (args.threshold if args.threshold is not None else THRESHOLDS.get(args.env_id))
     )
-    name = args.env_id.replace("/", "-") + (f"_{args.tag}" if args.tag else "")
-    partial = RESULTS / "partial" / name
-    partial.mkdir(parents=True, exist_ok=True)
+    if not args.final_only and threshold is None:
+        raise SystemExit(f"--threshold is needed for {args.env_id} (known: {THRESHOLDS}), or --final-only")
+    mode = "final_return" if args.final_only else "threshold"
+    settings = settings_from_args(args)
     seeds = [int(s) for s in args.seeds.split(",")]
-    arms = [a for a in args.arms.split(",") if a]
-    runs: list[dict[str, Any]] = []
-    for seed in seeds:  # seed-major order, so an interrupted benchmark has whole seeds for every arm
-        for arm in arms:
-            path = partial / f"{arm}__{seed}.json"
-            if path.exists():
-                runs.append(json.loads(path.read_text()))
-                continue
-            t0 = time.perf_counter()
-            result = run_arm(arm, settings, seed)
-            atomic_write_json(path, result)
-            runs.append(result)
-            seconds = time.perf_counter() - t0
-            print(f"{args.env_id} {arm} seed {seed}: final {result['final_return']:.1f} in {seconds:.0f}s", flush=True)
-            entry = summarize_env(args.env_id, args.threshold, args.budget, runs, np.random.default_rng(0))
-            atomic_write_json(
-                RESULTS / f"sample_efficiency_{name}.json",
-                {
-                    "args": dataclasses.asdict(args),
-                    "settings": dataclasses.asdict(settings),
-                    "entry": entry,
-                    "runs": runs,
-                },
-            )
-            plot(
-                RESULTS / f"sample_efficiency_{name}.png", runs, args.threshold, f"{args.env_id}, budget {args.budget}"
-            )
-    entry = summarize_env(args.env_id, args.threshold, args.budget, runs, np.random.default_rng(0))
-    atomic_write_json(
-        RESULTS / f"sample_efficiency_{name}.json",
-        {"args": dataclasses.asdict(args), "settings": dataclasses.asdict(settings), "entry": entry, "runs": runs},
-    )
-    for arm, row in entry["arms"].items():
-        print(
-            f"{arm:14s} median steps {row['median_steps']}  never {row['never_reached']}  final {row['final_return']}"
+    name = args.env_id.replace("/", "-") + (f"_{args.tag}" if args.tag else "")
+    out = results / f"sample_efficiency_{name}.json"
+    if out.exists() and json.loads(out.read_text()).get("protocol") != PROTOCOL:
+        raise SystemExit(f"{out} holds results of another protocol (round one); choose another --tag")
+    command = command_line(args)
+
+    def write(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        entry = summarize(mode, args.env_id, threshold, args.budget, runs, np.random.default_rng(0))
+        atomic_write_json(
+            out,
+            {
+                "protocol": PROTOCOL,
+                "mode": mode,
+                "threshold": threshold,
+                "command": command,
+                "args": dataclasses.asdict(args),
+                "settings": dataclasses.asdict(settings),
+                "entry": entry,
+                "runs": runs,
+            },
         )
-    print(f"ratio best SAC / MBPO = {entry['ratio_best_sac_over_mbpo']}  95% CI {entry['ratio_ci']}")
+        plot(out.with_suffix(".png"), runs, threshold, f"{args.env_id}, budget {args.budget}")
+        return entry
+
+    def report(record: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+        print(
+            f"{args.env_id} {record['arm']} seed {record['seed']}: final {record['final_return']:.1f} "
+            f"in {record['seconds']:.0f}s",
+            flush=True,
+        )
+        write(runs)
+
+    runs = collect_runs(arms, seeds, settings, results / "partial" / name, on_run=report)
+    entry = write(runs)
+    for arm, row in entry["arms"].items():
+        steps = f"median steps {row['median_steps']}  never {row['never_reached']}  " if mode == "threshold" else ""
+        print(f"{arm:16s} {steps}final {row['final_return']}  wall s median {row['seconds_median']:.0f}")
+    targets = ("ratio_sac_utd1_over_mbpo", "ratio_best_sac_over_mbpo") if mode == "threshold" else ()
+    for key in (*targets, "mbpo_minus_sac_same_utd"):
+        value = entry.get(key)
+        if value is not None:
+            point = value["value"] if "value" in value else value["mean"]
+            print(f"{key} (MBPO = {entry['mbpo_arm']}): {point:.3g}  95% CI {value['ci']}  met {value['met']}")
+    return entry
 
 
 if __name__ == "__main__":

@@ -77,10 +77,11 @@ def test_refit_on_more_data_trains_every_member_under_the_new_normalizer() -> No
     ]
     assert not unchanged, f"not retrained by the refit: {unchanged}"
     assert metrics["model/train_steps"] >= REFIT_CFG.min_train_steps
-    # Judged on unseen transitions under the refit normalizer, the refit weights beat the pre-refit ones.
+    # Judged on unseen transitions under the refit normalizer, the refit weights beat the pre-refit ones (which the
+    # old code kept): measured 0.0085 against 0.019 standardized MSE.
     stale = copy.deepcopy(model)
     stale.ensemble.load_state_dict(before.ensemble.state_dict())
-    assert _elite_mse(model, unseen) <= _elite_mse(stale, unseen)
+    assert _elite_mse(model, unseen) <= 0.75 * _elite_mse(stale, unseen)
 
 
 def test_nonfinite_fit_falls_back_to_weights_and_normalizer_of_last_good_fit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,5 +149,6 @@ def test_default_fit_is_close_to_a_long_reference_fit() -> None:
     reference = DynamicsModel(3, 1, False, long_cfg, seed=0).fit(*data)
     assert reference["model/train_steps"] == 10_000
     assert DYNA_ARCH.min_train_steps <= default["model/train_steps"] < 10_000
+    # Measured: 0.0016 after 7000 steps (1000 epochs) against 0.0012 for the reference.
     assert default["model/holdout_nmse"] <= 2.0 * reference["model/holdout_nmse"]
     assert reference["model/holdout_nmse"] < 0.01  # both are good models: under 1% of the target variance

@@ -1,0 +1,106 @@
+"""``experiments/mbrl/gate.py``: arm parsing, the paired IQM verdict on hand-made scores, a tiny end-to-end slice, and
+the committed gate table agreeing with its JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "experiments" / "mbrl" / "results"
+
+
+@functools.cache
+def _gate() -> ModuleType:
+    script = RESULTS.parent / "gate.py"
+    spec = importlib.util.spec_from_file_location("mbrl_gate_experiment", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_arm_names() -> None:
+    gate = _gate()
+    assert gate.parse_arm("fixed:4") == ("fixed:4", False, False)
+    assert gate.parse_arm("fixed:0+compute") == ("fixed:0", True, False)
+    assert gate.parse_arm("fixed:8+true") == ("fixed:8", False, True)
+    with pytest.raises(ValueError, match="modifier"):
+        gate.parse_arm("fixed:8+perfect")
+
+
+def test_verdict_needs_the_best_model_arm_two_paired_errors_above_both_k0_arms() -> None:
+    gate = _gate()
+    args = gate.Args(bootstrap_reps=300)
+    rng = np.random.default_rng(0)
+    base = rng.normal(-300.0, 60.0, size=20)
+    finals = {
+        "fixed:0": base,
+        "fixed:0+compute": base + rng.normal(0.0, 5.0, size=20),
+        "fixed:4": base + 120.0 + rng.normal(0.0, 5.0, size=20),  # clearly better on every paired seed
+        "fixed:16": base - 50.0,
+        "fixed:8+true": base + 200.0,  # the ceiling arm never counts as the best *model* arm
+    }
+    summary = gate.summarize(args, finals)
+    assert summary["best_model_arm"] == "fixed:4" and summary["gate_passed"]
+    assert summary["paired_iqm_vs_k0"]["fixed:4"]["fixed:0"]["z"] > 2.0
+    assert summary["arms"]["fixed:8+true"]["solved_fraction"] == pytest.approx(np.mean(base + 200.0 >= -100.0))
+    finals["fixed:4"] = base + rng.normal(0.0, 30.0, size=20)  # now only noise
+    assert not gate.summarize(args, finals)["gate_passed"]
+    rows = gate.table(summary).splitlines()
+    assert len(rows) == 2 + len(finals) and rows[4].startswith("| fixed:4 |")
+
+
+def test_tiny_slice_runs_every_kind_of_arm(tmp_path: Path) -> None:
+    gate = _gate()
+    args = gate.Args(
+        budget=200,
+        phase_length=100,
+        arms="fixed:0,fixed:0+compute,fixed:2,fixed:2+true",
+        runs=1,
+        runs_per_slice=1,
+        final_episodes=1,
+        net_arch="16,16",
+        model_train_freq=100,
+        rollout_freq=50,
+        num_model_rollouts=20,
+        model_min_train_steps=5,
+        model_patience_steps=5,
+        model_max_train_steps=10,
+        bootstrap_reps=50,
+        out_dir=str(tmp_path / "slices"),
+        out=str(tmp_path / "gate.json"),
+    )
+    summary = gate.main(args)
+    assert set(summary["arms"]) == {"fixed:0", "fixed:0+compute", "fixed:2", "fixed:2+true"}
+    saved = json.loads((tmp_path / "slices" / "slice_000_001.json").read_text())
+    k0, matched = saved["arms"]["fixed:0"], saved["arms"]["fixed:0+compute"]
+    assert matched["updates"][0] > k0["updates"][0] and k0["model_updates"][0] == 0
+    assert saved["arms"]["fixed:2"]["model_updates"][0] > 0
+    assert (tmp_path / "gate.md").read_text() == gate.table(summary)
+    # A rerun with the same protocol reuses the saved slice instead of training again.
+    again = gate.main(dataclasses.replace(args))
+    assert again["arms"]["fixed:0"]["finals"] == summary["arms"]["fixed:0"]["finals"]
+
+
+@pytest.mark.skipif(not (RESULTS / "gate.json").exists(), reason="the gate has not been run")
+def test_committed_gate_table_is_generated_from_its_json() -> None:
+    gate = _gate()
+    summary = json.loads((RESULTS / "gate.json").read_text())
+    assert (RESULTS / "gate.md").read_text() == gate.table(summary)
+
+
+@pytest.mark.skipif(not (RESULTS / "gate.md").exists(), reason="the gate has not been run")
+def test_readme_and_docs_quote_the_gate_table() -> None:
+    table = (RESULTS / "gate.md").read_text()
+    assert table in (ROOT / "README.md").read_text()
+    assert table in (ROOT / "docs" / "dyna.md").read_text()
