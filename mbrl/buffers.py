@@ -41,6 +41,9 @@ class Transitions:
         next_obs: ``[N, obs_dim]`` float32.
         terminated: ``[N]`` bool, the episode really ended (no bootstrapping).
         truncated: ``[N]`` bool, cut by a time limit or rollout horizon (bootstrap from ``next_obs``).
+        steps: ``[N]`` int64, env steps between ``obs`` and ``next_obs``: 1 for a real transition, ``n`` for an
+            imagined multi-step one whose ``reward`` is the discounted sum of ``n`` rewards (its value target
+            bootstraps with ``gamma ** n``). ``None`` (the default) means all ones.
     """
 
     obs: np.ndarray
@@ -49,6 +52,11 @@ class Transitions:
     next_obs: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    steps: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.steps is None:
+            self.steps = np.ones(np.shape(self.terminated), np.int64)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
@@ -56,11 +64,11 @@ class Transitions:
     @staticmethod
     def concatenate(parts: list[Transitions]) -> Transitions:
         """Stack several batches along the first axis (at least one part)."""
-        return Transitions(*(np.concatenate([getattr(p, f) for p in parts], axis=0) for f in _FIELDS))
+        return Transitions(*(np.concatenate([getattr(p, f) for p in parts], axis=0) for f in (*_FIELDS, "steps")))
 
     def take(self, idx: np.ndarray) -> Transitions:
         """The sub-batch at indices ``idx``."""
-        return Transitions(*(getattr(self, f)[idx] for f in _FIELDS))
+        return Transitions(*(getattr(self, f)[idx] for f in (*_FIELDS, "steps")))
 
 
 def _action_layout(action_dim: int, discrete: bool) -> tuple[tuple[int, ...], type]:
@@ -167,6 +175,14 @@ class TransitionBuffer:
         self.pos = int(state["pos"])
 
 
+def _chunk_transitions(chunk: Mapping[str, Any]) -> Transitions:
+    """A saved :class:`ModelBuffer` chunk back as transitions; snapshots written before multi-step imagined
+    transitions existed have no ``steps`` and are all one-step."""
+    fields = {name: chunk[name].numpy() for name in _FIELDS}
+    steps = chunk["steps"].numpy() if "steps" in chunk else np.ones(len(fields["terminated"]), np.int64)
+    return Transitions(**fields, steps=steps)
+
+
 class ModelBuffer:
     """Imagined transitions grouped by epoch; only the last ``retain_epochs`` epochs are kept.
 
@@ -237,7 +253,10 @@ class ModelBuffer:
         return {
             "retain_epochs": self.retain_epochs,
             "chunks": [
-                {"epoch": e, **{name: torch.as_tensor(np.ascontiguousarray(getattr(c, name))) for name in _FIELDS}}
+                {
+                    "epoch": e,
+                    **{name: torch.as_tensor(np.ascontiguousarray(getattr(c, name))) for name in (*_FIELDS, "steps")},
+                }
                 for e, c in self._chunks
             ],
         }
@@ -245,9 +264,7 @@ class ModelBuffer:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot from :meth:`state_dict`."""
         self.retain_epochs = int(state["retain_epochs"])
-        self._chunks = [
-            (int(chunk["epoch"]), Transitions(*(chunk[name].numpy() for name in _FIELDS))) for chunk in state["chunks"]
-        ]
+        self._chunks = [(int(chunk["epoch"]), _chunk_transitions(chunk)) for chunk in state["chunks"]]
         self._cache = None
 
 

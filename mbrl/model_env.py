@@ -51,6 +51,8 @@ class RolloutResult:
         num_uncertainty_cut: Samples stopped because their disagreement passed the threshold.
         num_terminated: Samples that reached a terminal state.
         seconds: Wall-clock time of the rollout.
+        sample_id: ``[len(transitions)]``, which start state each stored transition's rollout began from.
+        step: ``[len(transitions)]``, the rollout step ``t`` (0-based) of each stored transition.
     """
 
     transitions: Transitions
@@ -62,6 +64,53 @@ class RolloutResult:
     num_uncertainty_cut: int = 0
     num_terminated: int = 0
     seconds: float = 0.0
+    sample_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def multi_step(self, gamma: float) -> Transitions:
+        """Every stored transition turned into a multi-step one that runs to the end of its rollout.
+
+        Model-based value expansion (Feinberg et al. 2018, eq. 3) in Dyna form: the transition taken at step ``t`` of
+        a rollout that stored ``T`` transitions gets ``reward = sum_{j=t}^{T-1} gamma^(j-t) r_j``, ``next_obs`` the
+        rollout's last state, its ``terminated`` flag and ``steps = T - t``, so a value update on it bootstraps with
+        ``gamma ** (T - t)`` from where the rollout stopped. The rewards come from the model under the current policy,
+        so the target is on-policy: no off-policy correction is needed, and the rollout length decides how far each
+        backup reaches (and how much model error it carries). One-step rollouts give back the transitions as they are.
+
+        Args:
+            gamma: Discount factor.
+
+        Returns:
+            ``len(transitions)`` multi-step transitions in the same order.
+        """
+        tr = self.transitions
+        n = len(tr)
+        reward = tr.reward.astype(np.float64).copy()
+        next_obs = tr.next_obs.copy()
+        terminated = tr.terminated.copy()
+        steps = np.ones(n, np.int64)
+        if n:
+            # Walk the steps backward; each sample's later transition (if stored) is the one to extend from.
+            later = np.full(int(self.sample_id.max()) + 1, -1, np.int64)
+            for t in range(int(self.step.max()), -1, -1):
+                rows = np.flatnonzero(self.step == t)
+                nxt = later[self.sample_id[rows]]
+                has = nxt >= 0
+                cont, src = rows[has], nxt[has]
+                reward[cont] += gamma * reward[src]
+                next_obs[cont] = next_obs[src]
+                terminated[cont] = terminated[src]
+                steps[cont] += steps[src]
+                later[self.sample_id[rows]] = rows
+        return Transitions(
+            obs=tr.obs,
+            action=tr.action,
+            reward=reward.astype(np.float32),
+            next_obs=next_obs,
+            terminated=terminated,
+            truncated=~terminated,
+            steps=steps,
+        )
 
 
 class ModelEnv:
@@ -105,6 +154,7 @@ class ModelEnv:
         rng: np.random.Generator,
         disagreement_threshold: float | None = None,
         keep_fn: Callable[[int, np.ndarray], np.ndarray] | None = None,
+        deterministic: bool = False,
     ) -> RolloutResult:
         """Roll out ``horizon`` steps from each start state, stopping samples individually.
 
@@ -125,12 +175,14 @@ class ModelEnv:
         started = time.perf_counter()
         obs = np.asarray(start_obs, dtype=np.float32)
         parts: list[Transitions] = []
+        ids: list[np.ndarray] = []
+        alive_ids = np.arange(obs.shape[0])
         result = RolloutResult(transitions=self._empty(), horizon=int(horizon))
         for t in range(int(horizon)):
             if obs.shape[0] == 0:
                 break
             action = np.asarray(policy(obs))
-            step = self.model.predict(obs, action, rng)
+            step = self.model.predict(obs, action, rng, deterministic=deterministic)
             next_obs = np.asarray(step.next_obs, dtype=np.float32)
             reward = np.asarray(step.reward, dtype=np.float32).reshape(-1)
             disagreement = np.asarray(step.disagreement, dtype=np.float64).reshape(-1)
@@ -166,11 +218,15 @@ class ModelEnv:
                     truncated=np.full(int(keep.sum()), last) & ~terminated[keep],
                 )
             )
+            ids.append(alive_ids[keep])
             result.num_terminated += int(terminated[keep].sum())
             alive = keep & ~terminated
             obs = next_obs[alive]
+            alive_ids = alive_ids[alive]
         if parts:
             result.transitions = Transitions.concatenate(parts)
+            result.sample_id = np.concatenate(ids)
+            result.step = np.concatenate([np.full(len(i), t, np.int64) for t, i in enumerate(ids)])
         result.seconds = time.perf_counter() - started
         return result
 

@@ -84,6 +84,12 @@ class Args:
     """real share of each minibatch of a model-using run"""
     model_gradient_steps: int = -1
     """extra updates per training round of a model-using (or compute-matched) run; -1: as many as the ordinary ones"""
+    target_clock: str = "updates"
+    """target-network sync clock: "updates" (each run's own gradient steps) or "env_steps" (SB3's)"""
+    multi_step_targets: bool = False
+    """imagined transitions carry the model's rewards to the end of their rollout (model value expansion)"""
+    deterministic_rollouts: bool = False
+    """imagined steps use the elite's mean instead of sampling (Acrobot is deterministic)"""
     bootstrap_reps: int = 2_000
     """bootstrap resamples for intervals and paired standard errors"""
     out_dir: str = str(RESULTS / "gate")
@@ -123,6 +129,9 @@ def learner_config(args: Args) -> Any:
         model_gradient_steps=args.model_gradient_steps,
         train_model_when_k0=False,  # plain K = 0 arms are plain DQN; no model is fit for them
         net_arch=[int(w) for w in args.net_arch.split(",")],
+        multi_step_targets=args.multi_step_targets,
+        target_clock=args.target_clock,
+        deterministic_rollouts=args.deterministic_rollouts,
         model=model,
     )
 
@@ -191,6 +200,10 @@ def protocol(args: Args) -> dict[str, Any]:
     keep = dataclasses.asdict(args)
     for key in ("runs", "workers", "bootstrap_reps", "out_dir", "out"):
         keep.pop(key)
+    # Settings added after slices were saved count only when they differ from the behaviour those slices ran with.
+    for key, default in (("target_clock", "updates"), ("multi_step_targets", False), ("deterministic_rollouts", False)):
+        if keep[key] == default:
+            keep.pop(key)
     return keep
 
 

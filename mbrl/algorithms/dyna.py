@@ -118,7 +118,14 @@ class DynaConfig:
         buffer_size: Capacity of the real replay buffer ``D`` (per run).
         learning_starts: Env steps of uniformly random actions before learning.
         gamma: Discount.
-        target_update_interval: Gradient steps between hard target-network updates (per run).
+        target_update_interval: Gradient steps between hard target-network updates (per run), or env steps when
+            ``target_clock == "env_steps"``.
+        target_clock: ``"updates"`` syncs each run's target network every ``target_update_interval`` of its own
+            gradient steps; ``"env_steps"`` syncs every run every ``target_update_interval`` env steps (SB3's DQN).
+            The clock decides what extra updates buy: on the update clock a run that makes twice the updates also
+            makes twice the target syncs, i.e. twice the sweeps of approximate value iteration, which on Acrobot is
+            most of what extra updates give (``experiments/mbrl/gate.py``, ``results/gate_diagnosis.json``); on the
+            env-step clock every arm makes the same number of sweeps, and extra updates only fit each target better.
         train_freq: Env steps between training rounds.
         gradient_steps: Ordinary updates per training round (-1: ``train_freq``).
         exploration_fraction: Fraction of the budget over which epsilon decays linearly.
@@ -131,6 +138,10 @@ class DynaConfig:
         train_model_when_k0: Refit the model while ``K = 0`` too (the feedback then still reports model errors, and
             a later ``K > 0`` finds a fitted model).
         deterministic_rollouts: Imagined rollouts use the chosen elite's mean instead of sampling.
+        multi_step_targets: Store each imagined transition as a multi-step one that runs to the end of its rollout
+            (model-based value expansion, Feinberg et al. 2018; :meth:`mbrl.model_env.RolloutResult.multi_step`): a
+            rollout of ``K`` steps then carries value ``K`` steps per backup instead of one, so ``K`` sets how far
+            the model's rewards reach into the value targets.
     """
 
     budget: int = 50_000
@@ -148,6 +159,7 @@ class DynaConfig:
     learning_starts: int = 0
     gamma: float = 0.99
     target_update_interval: int = 250
+    target_clock: str = "updates"
     train_freq: int = 4
     gradient_steps: int = -1
     exploration_fraction: float = 0.12
@@ -159,6 +171,7 @@ class DynaConfig:
     eval_episodes: int = 3
     train_model_when_k0: bool = True
     deterministic_rollouts: bool = False
+    multi_step_targets: bool = False
 
     def __post_init__(self) -> None:
         positive = ("budget", "phase_length", "model_train_freq", "rollout_freq", "train_freq", "batch_size")
@@ -169,6 +182,8 @@ class DynaConfig:
             raise ValueError(f"DynaConfig.real_ratio must lie in [0, 1], got {self.real_ratio}")
         if self.target_update_interval < 1:
             raise ValueError(f"DynaConfig.target_update_interval must be >= 1, got {self.target_update_interval}")
+        if self.target_clock not in ("updates", "env_steps"):
+            raise ValueError(f"DynaConfig.target_clock must be 'updates' or 'env_steps', got {self.target_clock!r}")
 
     @property
     def updates_per_round(self) -> int:
@@ -355,7 +370,9 @@ class BatchedDynaDQN:
         with torch.no_grad():
             next_q = self.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values
             not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
-            target = torch.as_tensor(batch.reward) + not_done * self.cfg.gamma * next_q
+            # gamma ** n for an n-step imagined transition (model value expansion); exactly gamma for one step.
+            discount = torch.as_tensor(np.power(self.cfg.gamma, batch.steps), dtype=torch.float32)
+            target = torch.as_tensor(batch.reward) + not_done * discount * next_q
         q = self.q(obs_t).gather(-1, torch.as_tensor(batch.action).unsqueeze(-1)).squeeze(-1)
         per_run = F.smooth_l1_loss(q, target, reduction="none").mean(dim=1)
         mask_t = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
@@ -369,6 +386,8 @@ class BatchedDynaDQN:
         self.updates += active
         # Target sync on the gradient-step clock, per run (SB3 syncs on env steps; with extra model updates a run's
         # target would otherwise go stale in update terms).
+        if self.cfg.target_clock != "updates":
+            return
         sync = active & (self.updates % self.cfg.target_update_interval == 0)
         if sync.any():
             self.q_target.copy_runs_from(self.q, torch.as_tensor(sync))
@@ -397,7 +416,7 @@ class BatchedDynaDQN:
                 idx[i] = rng.integers(0, self.real.size, size=n)
         batch = self.real.gather(idx)
         for i, imagined in mixed:
-            for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+            for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated", "steps"):
                 getattr(batch, name)[i, n_real:] = getattr(imagined, name)
         return batch
 
@@ -479,11 +498,17 @@ class BatchedDynaDQN:
             start_obs = self.real.obs[i, starts]
             truncator = self._truncators[i]
             result = self.model_envs[i].rollout(
-                start_obs, self._policy(i, eps), k, rng, keep_fn=None if truncator is None else truncator.keep
+                start_obs,
+                self._policy(i, eps),
+                k,
+                rng,
+                keep_fn=None if truncator is None else truncator.keep,
+                deterministic=cfg.deterministic_rollouts,
             )
             if result.num_nonfinite:
                 self.models[i].restore_last_good()
-            self.model_buffers[i].add_batch(result.transitions, self.rollout_round)
+            imagined = result.multi_step(cfg.gamma) if cfg.multi_step_targets else result.transitions
+            self.model_buffers[i].add_batch(imagined, self.rollout_round)
             self.last_disagreement_by_step[i] = list(result.disagreement_by_step)
             stats = self._phase_stats[i]
             stats["model_transitions"] = stats.get("model_transitions", 0.0) + len(result.transitions)
@@ -585,6 +610,8 @@ class BatchedDynaDQN:
                 self._rollout_round()
             if self.steps_done % cfg.train_freq == 0 and self.steps_done > cfg.learning_starts:
                 self._train_round()
+            if cfg.target_clock == "env_steps" and self.steps_done % cfg.target_update_interval == 0:
+                self.q_target.copy_runs_from(self.q, torch.ones(self.num_runs, dtype=torch.bool))
         feedback = self._feedback()
         self.phase += 1
         elapsed = time.perf_counter() - started

@@ -126,6 +126,72 @@ def test_target_network_syncs_on_the_gradient_step_clock() -> None:
     assert not all(torch.equal(p[0], t[0]) for p, t in zip(online, target, strict=True))
 
 
+def test_env_step_target_clock_syncs_every_run_at_the_same_env_steps() -> None:
+    """SB3's clock: every run syncs every ``target_update_interval`` env steps whatever its number of updates, so a
+    compute-matched run makes no more target syncs than plain DQN."""
+    cfg = _tiny_cfg(budget=300, target_update_interval=100, target_clock="env_steps")
+    algo = BatchedDynaDQN(_envs(2), cfg, seed=3, compute_matched=[False, True])
+    algo.run_phase([0, 0])  # syncs at env steps 100, 200 and 300: after the last training round, for both runs
+    assert algo.updates[1] == 2 * algo.updates[0]
+    online, target = list(algo.q.parameters()), list(algo.q_target.parameters())
+    assert all(torch.equal(p, t) for p, t in zip(online, target, strict=True))
+    # Between syncs the target stays put: one more training round moves the online net only.
+    algo._train_round()
+    assert not all(torch.equal(p, t) for p, t in zip(online, target, strict=True))
+    with pytest.raises(ValueError, match="target_clock"):
+        _tiny_cfg(target_clock="wall")
+
+
+def test_multi_step_targets_store_rollout_returns_and_bootstrap_with_gamma_to_the_n() -> None:
+    algo = BatchedDynaDQN(_envs(2), _tiny_cfg(multi_step_targets=True), seed=2)
+    algo.run_phase([0, 3])
+    imagined = algo.model_buffers[1].all()
+    assert set(np.unique(imagined.steps)) <= {1, 2, 3} and (imagined.steps == 3).any()
+    # Every rollout stores steps 3, 2, 1 from its start unless it terminated early (the sums themselves are
+    # checked in tests/mbrl/test_model_env.py).
+    # Each stored rollout has exactly one transition of each length up to its own: counts fall with the length.
+    counts = [int((imagined.steps == n).sum()) for n in (1, 2, 3)]
+    assert counts[0] >= counts[1] >= counts[2] > 0
+    g = algo.cfg.gamma
+    # The value target bootstraps with gamma ** steps: check one update's targets against a hand computation.
+    batch = algo._minibatch(np.ones(2, bool))
+    assert (batch.steps[0] == 1).all() and (batch.steps[1] > 1).any()
+    with torch.no_grad():
+        next_q = algo.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values.numpy()
+    expected = batch.reward + (1.0 - batch.terminated) * g ** batch.steps.astype(np.float64) * next_q
+    captured: list[torch.Tensor] = []
+    original = torch.nn.functional.smooth_l1_loss
+
+    def spy(q: torch.Tensor, target: torch.Tensor, **kw: object) -> torch.Tensor:
+        captured.append(target.detach().clone())
+        return original(q, target, **kw)  # type: ignore[arg-type]
+
+    torch.nn.functional.smooth_l1_loss = spy  # type: ignore[assignment]
+    try:
+        import mbrl.algorithms.dyna as dyna_module
+
+        dyna_module.F.smooth_l1_loss = spy  # type: ignore[assignment]
+        algo._dqn_update(batch)
+    finally:
+        torch.nn.functional.smooth_l1_loss = original
+        dyna_module.F.smooth_l1_loss = original
+    np.testing.assert_allclose(captured[0].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_deterministic_rollouts_step_with_the_elite_mean() -> None:
+    calls: list[bool] = []
+    algo = BatchedDynaDQN(_envs(1), _tiny_cfg(deterministic_rollouts=True), seed=0)
+    predict = algo.models[0].predict
+
+    def recording(obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
+        calls.append(deterministic)
+        return predict(obs, actions, rng, deterministic=deterministic)
+
+    algo.models[0].predict = recording  # type: ignore[method-assign]
+    algo.run_phase([2])
+    assert calls and all(calls)
+
+
 def test_compute_matched_k0_makes_the_extra_updates_on_real_data_only() -> None:
     algo = BatchedDynaDQN(_envs(2), _tiny_cfg(budget=300), seed=4, run_seeds=[7, 7], compute_matched=[False, True])
     algo.run_phase([0, 0])

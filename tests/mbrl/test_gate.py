@@ -104,3 +104,35 @@ def test_readme_and_docs_quote_the_gate_table() -> None:
     table = (RESULTS / "gate.md").read_text()
     assert table in (ROOT / "README.md").read_text()
     assert table in (ROOT / "docs" / "dyna.md").read_text()
+
+
+@functools.cache
+def _diagnosis() -> ModuleType:
+    _gate()
+    script = RESULTS.parent / "gate_diagnosis.py"
+    spec = importlib.util.spec_from_file_location("mbrl_gate_diagnosis_experiment", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_diagnosis_variants_are_valid_gate_settings_with_a_ceiling_arm() -> None:
+    gate, diagnosis = _gate(), _diagnosis()
+    fields = {f.name for f in dataclasses.fields(gate.Args)}
+    for name, (overrides, arms) in diagnosis.VARIANTS.items():
+        assert set(overrides) <= fields, name
+        parsed = [gate.parse_arm(a) for a in arms.split(",")]
+        assert "fixed:0+compute" in arms.split(",") and any(true for _, _, true in parsed), name
+        gate.learner_config(dataclasses.replace(gate.Args(), **overrides))  # the learner accepts the settings
+
+
+@pytest.mark.skipif(not (RESULTS / "gate_diagnosis.json").exists(), reason="the diagnosis has not been run")
+def test_committed_diagnosis_table_is_generated_from_its_json() -> None:
+    diagnosis = _diagnosis()
+    combined = json.loads((RESULTS / "gate_diagnosis.json").read_text())
+    assert (RESULTS / "gate_diagnosis.md").read_text() == diagnosis.table(combined)
+    for name, summary in combined["variants"].items():
+        for arm, beats in combined["ceiling_beats_compute"][name].items():
+            assert beats == (summary["paired_iqm_vs_k0"][arm]["fixed:0+compute"]["z"] > 2.0)

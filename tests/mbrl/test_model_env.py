@@ -27,7 +27,9 @@ class _CountingModel:
         self.nan_at = nan_at
         self.prob = prob
 
-    def predict(self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> _Step:
+    def predict(
+        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+    ) -> _Step:
         nxt = obs + actions.reshape(-1, 1)
         if self.nan_at is not None:
             nxt[nxt[:, 0] >= self.nan_at] = np.nan
@@ -66,6 +68,32 @@ def test_horizon_cut_is_truncated_never_terminated() -> None:
     np.testing.assert_allclose(res.disagreement_by_step, [1.0, 2.0, 3.0])
     np.testing.assert_allclose(res.first_step_disagreement, np.ones(5))
     assert len(env.rollout(np.zeros((2, 1)), _policy, horizon=0, rng=np.random.default_rng(0)).transitions) == 0
+
+
+def test_multi_step_transitions_run_to_the_end_of_their_rollout() -> None:
+    """Model value expansion: step t of a rollout that stored T transitions sums T - t rewards and bootstraps from
+    the rollout's last state with that rollout's terminal flag."""
+    env = ModelEnv(_CountingModel(), _stop_at(3.0), obs_dim=1, action_shape=(1,))
+    start = np.array([[0.0], [1.0], [-5.0]], np.float32)
+    res = env.rollout(start, _policy, horizon=4, rng=np.random.default_rng(0))
+    gamma = 0.5
+    ms = res.multi_step(gamma)
+    assert len(ms) == len(res.transitions) == 3 + 2 + 4
+    # sample 0: x' = 1, 2, 3 (terminal): rewards 1, 2, 3.
+    first = (res.sample_id == 0) & (res.step == 0)
+    assert ms.reward[first][0] == pytest.approx(1 + gamma * 2 + gamma**2 * 3)
+    assert ms.steps[first][0] == 3 and ms.terminated[first][0] and ms.next_obs[first][0, 0] == 3.0
+    # sample 2 never terminates: x' = -4 .. -1, cut at the horizon, so it bootstraps (not terminated).
+    first2 = (res.sample_id == 2) & (res.step == 0)
+    assert ms.reward[first2][0] == pytest.approx(-4 + gamma * -3 + gamma**2 * -2 + gamma**3 * -1)
+    assert ms.steps[first2][0] == 4 and not ms.terminated[first2][0] and ms.next_obs[first2][0, 0] == -1.0
+    # The last stored transition of each rollout is left as it was.
+    last = res.step == np.array([2, 1, 3])[res.sample_id]
+    np.testing.assert_array_equal(ms.steps[last], 1)
+    np.testing.assert_allclose(ms.reward[last], res.transitions.reward[last])
+    # One-step rollouts come back unchanged.
+    one = env.rollout(start, _policy, horizon=1, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(one.multi_step(gamma).reward, one.transitions.reward)
 
 
 def test_learned_termination_used_without_known_function() -> None:
