@@ -207,6 +207,23 @@ def protocol(args: Args) -> dict[str, Any]:
     return keep
 
 
+def command_line(args: Args) -> str:
+    """The command that reproduces ``args``: the settings that differ from the defaults, as tyro's flags."""
+    parts = ["OMP_NUM_THREADS=1 python experiments/mbrl/gate.py --workers 2", f"--runs {args.runs}"]
+    for field in dataclasses.fields(Args):
+        value, default = getattr(args, field.name), field.default
+        if field.name in ("runs", "workers") or value == default:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + field.name.replace("_", "-"))
+        else:
+            out = str(value)
+            root = str(RESULTS.parent.parent.parent) + "/"
+            parts.append(f"{flag} {out[len(root) :] if out.startswith(root) else out}")
+    return " ".join(parts)
+
+
 def iqm(x: np.ndarray) -> float:
     """Interquartile mean (rliable's IQM: the mean of the middle 50%, scipy's trim_mean(0.25))."""
     from scipy.stats import trim_mean
@@ -359,7 +376,7 @@ def main(args: Args) -> dict[str, Any]:
     }
     summary["seconds"] = float(sum(s["seconds"] for s in ordered))
     summary["protocol"] = {**protocol(args), "runs": args.runs}
-    summary["command"] = f"OMP_NUM_THREADS=1 python experiments/mbrl/gate.py --workers 2 --runs {args.runs}"
+    summary["command"] = command_line(args)
     from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
     atomic_write_json(args.out, summary)

@@ -136,3 +136,21 @@ def test_committed_diagnosis_table_is_generated_from_its_json() -> None:
     for name, summary in combined["variants"].items():
         for arm, beats in combined["ceiling_beats_compute"][name].items():
             assert beats == (summary["paired_iqm_vs_k0"][arm]["fixed:0+compute"]["z"] > 2.0)
+
+
+@pytest.mark.skipif(not (RESULTS / "gate_multi_step.json").exists(), reason="the multi-step gate has not been run")
+def test_multi_step_gate_and_diagnosis_tables_are_generated_and_quoted() -> None:
+    gate = _gate()
+    summary = json.loads((RESULTS / "gate_multi_step.json").read_text())
+    table = (RESULTS / "gate_multi_step.md").read_text()
+    assert table == gate.table(summary)
+    assert summary["protocol"]["multi_step_targets"] and summary["protocol"]["deterministic_rollouts"]
+    docs = (ROOT / "docs" / "dyna.md").read_text()
+    assert table in docs and (RESULTS / "gate_diagnosis.md").read_text() in docs
+
+
+def test_recorded_command_names_every_changed_setting() -> None:
+    gate = _gate()
+    assert gate.command_line(gate.Args(runs=10)).endswith("gate.py --workers 2 --runs 10")
+    cmd = gate.command_line(gate.Args(runs=4, multi_step_targets=True, real_ratio=0.25, arms="fixed:0,fixed:2"))
+    assert "--multi-step-targets" in cmd and "--real-ratio 0.25" in cmd and "--arms fixed:0,fixed:2" in cmd
