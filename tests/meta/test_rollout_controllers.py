@@ -159,8 +159,9 @@ def test_specs_quoted_in_the_docs_parse() -> None:
             for match in pattern.finditer(text):
                 quoted |= set(split_specs(match.group(1).replace("\\", "")))
     # Not controller specs: the SB3 baseline arm, saved policies, and the MBPO-vs-SAC benchmark's arm names
-    # (`mbpo:SPEC` carries a spec, checked through its SPEC part; `sac_*` arms have none).
-    quoted = {q.removeprefix("mbpo:") for q in quoted if not q.startswith("sac_")}
+    # (`mbpo:SPEC` carries a spec, checked through its SPEC part; `sac_*` arms have none); the gate's arms are a spec
+    # with an optional `+compute` / `+true` modifier, checked through the spec.
+    quoted = {q.removeprefix("mbpo:").split("+")[0] for q in quoted if not q.startswith("sac_")}
     quoted = {q for q in quoted if q not in ("SPEC", "dqn_zoo") and not q.startswith("learned:")}
     assert {"fixed:1", "incdec:32", "linear:20,100,1,15", "fixed:16", "random:0,32"} <= quoted
     for spec in sorted(quoted):
