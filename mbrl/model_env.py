@@ -230,6 +230,51 @@ class ModelEnv:
         result.seconds = time.perf_counter() - started
         return result
 
+    def lookahead_values(
+        self,
+        obs: np.ndarray,
+        num_actions: int,
+        q_fn: Callable[[np.ndarray], np.ndarray],
+        horizon: int,
+        gamma: float,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Rollout values of every action at ``obs``: each action, then the greedy policy of ``q_fn``, for ``horizon``
+        model steps, closed by the discounted ``max_a q_fn`` at the last state (Bertsekas 2019, "rollout with terminal
+        cost approximation": one policy-improvement step over the Q-function's greedy policy, in the model).
+
+        Args:
+            obs: ``[N, obs_dim]`` states to decide at.
+            num_actions: Number of discrete actions.
+            q_fn: Q-values ``[M, num_actions]`` for observations ``[M, obs_dim]``.
+            horizon: Model steps per rollout (>= 1).
+            gamma: Discount.
+            rng: Generator for the model's elite choice (steps use the elite mean).
+
+        Returns:
+            ``[N, num_actions]`` values; a rollout that terminates stops collecting rewards and bootstraps nothing.
+        """
+        if horizon < 1:
+            raise ValueError(f"lookahead horizon must be >= 1, got {horizon}")
+        n = obs.shape[0]
+        state = np.repeat(np.asarray(obs, np.float64), num_actions, axis=0)
+        action = np.tile(np.arange(num_actions), n)
+        value, alive, discount = np.zeros(n * num_actions), np.ones(n * num_actions, bool), 1.0
+        for _ in range(int(horizon)):
+            step = self.model.predict(state, action, rng, deterministic=True)
+            next_obs = np.asarray(step.next_obs, np.float64)
+            finite = np.asarray(np.isfinite(next_obs).all(axis=1), dtype=bool)
+            next_obs = np.where(finite[:, None], next_obs, state)
+            done = self._terminated(state, action, next_obs, step.terminated_prob) | ~finite
+            value += discount * np.where(alive, np.nan_to_num(np.asarray(step.reward, np.float64)), 0.0)
+            alive &= ~done
+            discount *= gamma
+            state = next_obs
+            q = np.asarray(q_fn(state.astype(np.float32)), np.float64)
+            action = q.argmax(axis=1)
+        value += discount * np.where(alive, q.max(axis=1), 0.0)
+        return value.reshape(n, num_actions)
+
     def episodes(
         self, start_obs: np.ndarray, policy: PolicyFn, max_steps: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, float]:

@@ -86,6 +86,8 @@ class Args:
     """extra updates per training round of a model-using (or compute-matched) run; -1: as many as the ordinary ones"""
     target_clock: str = "updates"
     """target-network sync clock: "updates" (each run's own gradient steps) or "env_steps" (SB3's)"""
+    model_use: str = "dyna"
+    """dyna (train on imagined rollouts of K steps) or lookahead (act by K-step rollouts in the model)"""
     multi_step_targets: bool = False
     """imagined transitions carry the model's rewards to the end of their rollout (model value expansion)"""
     deterministic_rollouts: bool = False
@@ -131,6 +133,7 @@ def learner_config(args: Args) -> Any:
         net_arch=[int(w) for w in args.net_arch.split(",")],
         multi_step_targets=args.multi_step_targets,
         target_clock=args.target_clock,
+        model_use=args.model_use,
         deterministic_rollouts=args.deterministic_rollouts,
         model=model,
     )
@@ -201,7 +204,13 @@ def protocol(args: Args) -> dict[str, Any]:
     for key in ("runs", "workers", "bootstrap_reps", "out_dir", "out"):
         keep.pop(key)
     # Settings added after slices were saved count only when they differ from the behaviour those slices ran with.
-    for key, default in (("target_clock", "updates"), ("multi_step_targets", False), ("deterministic_rollouts", False)):
+    added = {
+        "target_clock": "updates",
+        "multi_step_targets": False,
+        "deterministic_rollouts": False,
+        "model_use": "dyna",
+    }
+    for key, default in added.items():
         if keep[key] == default:
             keep.pop(key)
     return keep

@@ -142,6 +142,12 @@ class DynaConfig:
             (model-based value expansion, Feinberg et al. 2018; :meth:`mbrl.model_env.RolloutResult.multi_step`): a
             rollout of ``K`` steps then carries value ``K`` steps per backup instead of one, so ``K`` sets how far
             the model's rewards reach into the value targets.
+        model_use: ``"dyna"`` trains on imagined rollouts of ``K`` steps (above); ``"lookahead"`` makes no imagined
+            training data and instead acts (in training and in every evaluation) by a ``K``-step rollout of each
+            action in the model under the greedy policy, closed by the Q-function
+            (:meth:`mbrl.model_env.ModelEnv.lookahead_values`; Bertsekas 2019's rollout). Lookahead runs with
+            ``K > 0`` make the extra updates on real data, so compute-matched K = 0 is their exact baseline: replay
+            can stand in for imagined training data, but not for planning at the state the agent is in.
     """
 
     budget: int = 50_000
@@ -172,6 +178,7 @@ class DynaConfig:
     train_model_when_k0: bool = True
     deterministic_rollouts: bool = False
     multi_step_targets: bool = False
+    model_use: str = "dyna"
 
     def __post_init__(self) -> None:
         positive = ("budget", "phase_length", "model_train_freq", "rollout_freq", "train_freq", "batch_size")
@@ -182,6 +189,8 @@ class DynaConfig:
             raise ValueError(f"DynaConfig.real_ratio must lie in [0, 1], got {self.real_ratio}")
         if self.target_update_interval < 1:
             raise ValueError(f"DynaConfig.target_update_interval must be >= 1, got {self.target_update_interval}")
+        if self.model_use not in ("dyna", "lookahead"):
+            raise ValueError(f"DynaConfig.model_use must be 'dyna' or 'lookahead', got {self.model_use!r}")
         if self.target_clock not in ("updates", "env_steps"):
             raise ValueError(f"DynaConfig.target_clock must be 'updates' or 'env_steps', got {self.target_clock!r}")
 
@@ -346,9 +355,33 @@ class BatchedDynaDQN:
 
     @torch.no_grad()
     def _greedy(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy actions ``[B]`` for one observation per run, ``obs [B, obs_dim]``."""
+        """Greedy actions ``[B]`` for one observation per run, ``obs [B, obs_dim]``; runs that look ahead in their
+        model (``model_use="lookahead"``, ``K > 0``, model fitted) take the action of the best rollout value."""
         q = self.q(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(1))
-        return q.argmax(dim=-1).squeeze(1).numpy()
+        actions = q.argmax(dim=-1).squeeze(1).numpy()
+        for i in self._lookahead_runs():
+            values = self.model_envs[i].lookahead_values(
+                obs[i : i + 1],
+                self.num_actions,
+                self._q_values(i),
+                min(self.ks[i], self.cfg.k_cap),
+                self.cfg.gamma,
+                self.rngs[i],
+            )
+            actions[i] = int(values[0].argmax())
+        return actions
+
+    def _q_values(self, run: int) -> Callable[[np.ndarray], np.ndarray]:
+        @torch.no_grad()
+        def q_fn(obs: np.ndarray) -> np.ndarray:
+            return self.q.forward_run(run, torch.as_tensor(obs, dtype=torch.float32)).numpy()
+
+        return q_fn
+
+    def _lookahead_runs(self) -> list[int]:
+        if self.cfg.model_use != "lookahead":
+            return []
+        return [i for i in range(self.num_runs) if self.ks[i] > 0 and self.model_fitted[i]]
 
     def _act(self) -> np.ndarray:
         eps = self.exploration_rate()
@@ -395,6 +428,13 @@ class BatchedDynaDQN:
     def _uses_model(self, i: int) -> bool:
         return self.ks[i] > 0 and len(self.model_buffers[i]) > 0
 
+    def _makes_extra_updates(self, i: int) -> bool:
+        # Lookahead runs with K > 0 make the extra updates on real data, as compute-matched K = 0 does, so the two
+        # differ only in how they act.
+        if self.cfg.model_use == "lookahead" and self.ks[i] > 0:
+            return True
+        return self._uses_model(i) or (self.compute_matched[i] and self.ks[i] == 0)
+
     def _minibatch(self, active: np.ndarray) -> Transitions:
         """One minibatch per run ``[B, batch, ...]``: real data, mixed with imagined data for runs using the model.
 
@@ -423,7 +463,7 @@ class BatchedDynaDQN:
     def _train_round(self) -> None:
         cfg = self.cfg
         everyone = np.ones(self.num_runs, bool)
-        extra = np.array([self._uses_model(i) or (c and self.ks[i] == 0) for i, c in enumerate(self.compute_matched)])
+        extra = np.array([self._makes_extra_updates(i) for i in range(self.num_runs)])
         uses = np.array([self._uses_model(i) for i in range(self.num_runs)])
         for _ in range(cfg.updates_per_round):
             self._dqn_update(self._minibatch(everyone))
@@ -490,7 +530,7 @@ class BatchedDynaDQN:
         eps = self.exploration_rate()
         for i in range(self.num_runs):
             k = min(self.ks[i], cfg.k_cap)
-            if k <= 0 or not self.model_fitted[i]:
+            if k <= 0 or not self.model_fitted[i] or cfg.model_use == "lookahead":
                 continue
             rng = self.rngs[i]
             size = self.real.size

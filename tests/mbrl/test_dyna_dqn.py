@@ -178,6 +178,29 @@ def test_multi_step_targets_store_rollout_returns_and_bootstrap_with_gamma_to_th
     np.testing.assert_allclose(captured[0].numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_lookahead_runs_act_by_model_rollouts_and_match_compute_matched_updates() -> None:
+    """model_use="lookahead": no imagined training data; K > 0 makes the extra updates on real data (as many as a
+    compute-matched K = 0 run); the greedy action is the argmax of the rollout values; K = 0 stays plain DQN."""
+    cfg = _tiny_cfg(model_use="lookahead")
+    algo = BatchedDynaDQN(_envs(3), cfg, seed=5, run_seeds=[1, 1, 1], compute_matched=[False, True, False])
+    algo.run_phase([0, 0, 3])
+    assert all(len(b) == 0 for b in algo.model_buffers) and algo.model_updates.sum() == 0
+    assert algo.updates[2] == algo.updates[1] == 2 * algo.updates[0]
+    assert algo._lookahead_runs() == [2]
+    obs = np.stack([algo.obs[2]] * 3)
+    state = algo.rngs[2].bit_generator.state
+    values = algo.model_envs[2].lookahead_values(
+        obs[2:3], algo.num_actions, algo._q_values(2), 3, algo.cfg.gamma, algo.rngs[2]
+    )
+    algo.rngs[2].bit_generator.state = state
+    assert algo._greedy(obs)[2] == int(values[0].argmax())
+    plain = BatchedDynaDQN(_envs(1), _tiny_cfg(), seed=5, run_seeds=[1])
+    plain.run_phase([0])
+    assert all(torch.equal(a, b) for a, b in zip(_q_run(plain, 0), _q_run(algo, 0), strict=True))
+    with pytest.raises(ValueError, match="model_use"):
+        _tiny_cfg(model_use="mpc")
+
+
 def test_deterministic_rollouts_step_with_the_elite_mean() -> None:
     calls: list[bool] = []
     algo = BatchedDynaDQN(_envs(1), _tiny_cfg(deterministic_rollouts=True), seed=0)

@@ -96,6 +96,26 @@ def test_multi_step_transitions_run_to_the_end_of_their_rollout() -> None:
     np.testing.assert_allclose(one.multi_step(gamma).reward, one.transitions.reward)
 
 
+def test_lookahead_values_roll_each_action_out_then_follow_the_greedy_policy() -> None:
+    """x' = x + a, reward x'. With Q = 0 everywhere the greedy policy then takes action 0, so the state stays put:
+    value(a) = sum_{t<H} gamma^t (x + a), and a rollout that terminates keeps only the rewards up to its end."""
+    gamma, horizon = 0.5, 3
+    q_zero = lambda o: np.zeros((o.shape[0], 3))  # noqa: E731
+    env = ModelEnv(_CountingModel(), None, obs_dim=1, action_shape=())
+    values = env.lookahead_values(np.array([[1.0], [0.0]]), 3, q_zero, horizon, gamma, np.random.default_rng(0))
+    discount = sum(gamma**t for t in range(horizon))
+    np.testing.assert_allclose(values, np.array([[1, 2, 3], [0, 1, 2]]) * discount)
+    stop = ModelEnv(_CountingModel(), _stop_at(3.0), obs_dim=1, action_shape=())
+    values = stop.lookahead_values(np.array([[1.0]]), 3, q_zero, horizon, gamma, np.random.default_rng(0))
+    np.testing.assert_allclose(values[0], [1 * discount, 2 * discount, 3.0])  # action 2 reaches 3 and ends
+    # The Q-function closes the rollout: with Q = 10 for every action the bootstrap adds gamma^H * 10.
+    q_ten = lambda o: np.full((o.shape[0], 3), 10.0)  # noqa: E731
+    values = env.lookahead_values(np.array([[0.0]]), 3, q_ten, 1, gamma, np.random.default_rng(0))
+    np.testing.assert_allclose(values[0], np.array([0.0, 1.0, 2.0]) + gamma * 10.0)
+    with pytest.raises(ValueError, match="horizon"):
+        env.lookahead_values(np.array([[0.0]]), 3, q_zero, 0, gamma, np.random.default_rng(0))
+
+
 def test_learned_termination_used_without_known_function() -> None:
     env = ModelEnv(_CountingModel(prob=True), None, obs_dim=1, action_shape=(1,))
     res = env.rollout(np.zeros((2, 1), np.float32), _policy, horizon=5, rng=np.random.default_rng(0))
