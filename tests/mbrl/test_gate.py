@@ -147,6 +147,10 @@ def test_multi_step_gate_and_diagnosis_tables_are_generated_and_quoted() -> None
     assert summary["protocol"]["multi_step_targets"] and summary["protocol"]["deterministic_rollouts"]
     docs = (ROOT / "docs" / "dyna.md").read_text()
     assert table in docs and (RESULTS / "gate_diagnosis.md").read_text() in docs
+    lookahead = json.loads((RESULTS / "gate_lookahead.json").read_text())
+    assert lookahead["protocol"]["model_use"] == "lookahead"
+    assert (RESULTS / "gate_lookahead.md").read_text() == gate.table(lookahead)
+    assert gate.table(lookahead) in docs
 
 
 def test_recorded_command_names_every_changed_setting() -> None:
