@@ -99,10 +99,15 @@ def main(args: Args) -> dict[str, Any]:
                 "rmse_sampled": np.sqrt(((sampled.next_obs - real.next_obs) ** 2).mean(axis=0)).tolist(),
                 "rmse_mean": np.sqrt(((mean.next_obs - real.next_obs) ** 2).mean(axis=0)).tolist(),
                 "true_change_std": (real.next_obs - obs).std(axis=0).tolist(),
+                "rmse_sampled_over_change_std": (
+                    np.sqrt(((sampled.next_obs - real.next_obs) ** 2).mean(axis=0)) / (real.next_obs - obs).std(axis=0)
+                ).tolist(),
                 "terminal_rate_true": float(true_term.mean()),
                 "terminal_rate_model": float(model_term.mean()),
                 "false_terminal_rate": float((model_term & ~true_term).mean()),
                 "missed_terminal_rate": float((~model_term & true_term).mean()),
+                "missed_share_of_true_terminals": float((~model_term & true_term).sum() / max(true_term.sum(), 1)),
+                "false_share_of_model_terminals": float((model_term & ~true_term).sum() / max(model_term.sum(), 1)),
                 "reward_rmse": float(np.sqrt(((sampled.reward - real.reward) ** 2).mean())),
                 "target_error_mean": float(target_error.mean()),
                 "target_error_rmse": float(np.sqrt((target_error**2).mean())),
