@@ -248,7 +248,8 @@ def load_word_lists(spec: str = "original") -> WordLists:
     texts = []
     for part in parts:
         try:
-            texts.append(Path(part).read_text(encoding="utf-8"))
+            # utf-8-sig drops a leading byte-order mark (Notepad's "UTF-8 with BOM"): no part of the first word.
+            texts.append(Path(part).read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError) as exc:
             raise WordListError(f"cannot read {part}: {exc}") from exc
     return make_word_lists(texts[0], texts[1], name=f"{parts[0]},{parts[1]}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from envs.wordle_rules import GREEN, GREY, YELLOW, encode_pattern
 from planning.wordle.model import WordleBelief
-from planning.wordle.solver import WordleSolver
+from planning.wordle.solver import Alternative, WordleSolver
 
 _SYMBOLS: dict[str, int] = {
     "g": GREEN,
@@ -63,6 +63,29 @@ def parse_colours(text: str, length: int) -> tuple[int, ...]:
     if len(cleaned) != length:
         raise InputError(f"colours {text!r}: {len(cleaned)} symbols for {length} letters")
     return tuple(_SYMBOLS[ch] for ch in cleaned)
+
+
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``count(1, "guess")`` is ``"1 guess"``.
+
+    Args:
+        n: How many.
+        noun: The singular; the plural adds ``es`` after s, x, z, ch or sh and ``s`` otherwise.
+    """
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'z', 'ch', 'sh')) else 's'}"
+
+
+def display_order(alternatives: list[Alternative]) -> list[Alternative]:
+    """Alternatives in the order they are shown: expected guesses, then answers past the limit, then A-Z.
+
+    The solver returns them in its own preference (a rollout ranks answers lost past the limit before the total,
+    greedy keeps the heuristic's order), which reads as unsorted next to the expected-guesses column, most of all in
+    hard mode where such losses are common. One order for every mode and policy; a guess that risks the limit keeps
+    its note.
+    """
+    return sorted(alternatives, key=lambda alt: (alt.expected, alt.overruns, alt.word))
 
 
 def squares(colours: tuple[int, ...]) -> str:
@@ -120,8 +143,8 @@ class Assistant:
         if self.depth == 0:
             opener = solver.lists.allowed[solver.opener()]
             self.write(
-                f"Suggested opener: {opener.upper()} "
-                f"({len(words)} possible answers; compare openers with `rolloutlab wordle bench --opener auto`)"
+                f"Suggested opener: {opener.upper()} ({count(len(words), 'possible answer')}; "
+                "compare openers with `rolloutlab wordle bench --opener auto`)"
             )
             return
         if self.use_book and self.depth == 1 and solver.book is None:
@@ -130,14 +153,21 @@ class Assistant:
             if not book_path(solver).exists():
                 self.write("(Computing the replies to every feedback on the opener, once; this can take a minute.)")
             book = solver.enable_book()
-            if book.built:
+            if book.built and book.write_error is None:
                 self.write(f"(Computed in {book.seconds:.0f} s and cached in {book.path}.)")
+            elif book.built:
+                self.write(
+                    f"(Computed in {book.seconds:.0f} s, but it could not be cached ({book.write_error}); "
+                    "it will be computed again next time.)"
+                )
         choice = solver.lists.allowed[solver.act(belief, self.depth)]
         alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
         self.write(f"Suggested: {choice.upper()}")
         lines = ["  guess   expected guesses in all   could win now"]
-        for alt in alternatives:
-            late = f"   ({alt.overruns} answers would need > {solver.config.max_guesses})" if alt.overruns else ""
+        for alt in display_order(alternatives):
+            late = (
+                f"   ({count(alt.overruns, 'answer')} would need > {solver.config.max_guesses})" if alt.overruns else ""
+            )
             lines.append(
                 f"  {alt.word.upper()}   {self.depth + alt.expected:6.3f}   {'yes' if alt.could_win else 'no'}{late}"
             )
@@ -148,9 +178,9 @@ class Assistant:
         board = "\n".join(f"  {w.upper()} {squares(c)}" for w, c in self.state.history)
         self.write(board)
         if len(words) <= self.list_below:
-            self.write(f"{len(words)} possible answer(s): {', '.join(w.upper() for w in sorted(words))}")
+            self.write(f"{count(len(words), 'possible answer')}: {', '.join(w.upper() for w in sorted(words))}")
         else:
-            self.write(f"{len(words)} possible answers")
+            self.write(count(len(words), "possible answer"))
 
     def handle(self, line: str) -> bool:
         """Process one input line; returns False when the session should end."""
@@ -230,7 +260,14 @@ class Assistant:
         if all(c == GREEN for c in colours):
             self._report()
             self.solved = True
-            self.write(f"Solved in {self.depth} guesses! (`undo` to go back, `quit` to leave)")
+            limit = solver.config.max_guesses
+            if self.depth <= limit:
+                self.write(f"Solved in {count(self.depth, 'guess')}! (`undo` to go back, `quit` to leave)")
+            else:  # the game itself ended at the limit; "solved in 7" would claim a win it never had
+                self.write(
+                    f"Found {word.upper()} on guess {self.depth}, past the {limit}-guess limit: the game itself was "
+                    "lost. (`undo` to go back, `quit` to leave)"
+                )
             return
         self._report()
         if self.depth >= solver.config.max_guesses:
@@ -238,10 +275,14 @@ class Assistant:
         self.suggest()
 
     def run(self, read: Callable[[str], str]) -> None:
-        """Run the session until ``quit``, a solved game or end of input.
+        """Run the session until ``quit`` or end of input.
 
         Args:
-            read: Returns one line given a prompt; raises ``EOFError`` (or ``KeyboardInterrupt``) to stop.
+            read: Returns one line given a prompt; raises ``EOFError`` to end the session.
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C, at the prompt or during a move; passed on so that the caller can exit with
+                the interrupted status (the CLI's 130) instead of the success that a plain end of input is.
         """
         mode = self.solver.config.mode
         self.write(
@@ -252,12 +293,16 @@ class Assistant:
         while True:
             try:
                 line = read("> ")
-            except (EOFError, KeyboardInterrupt):
+            except EOFError:
                 self.write("Bye.")
                 return
+            saved = (self.state, list(self.undo_stack), self.solved)
             try:
                 keep_going = self.handle(line)
             except Exception as exc:  # a safety net: the assistant must not die mid-game on an unforeseen case
+                # A move is recorded before its suggestion is computed: put it back, or the guess the user types
+                # again would count twice.
+                self.state, self.undo_stack, self.solved = saved
                 self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
                 keep_going = True
             if not keep_going:

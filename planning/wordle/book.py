@@ -10,7 +10,6 @@ heuristic, k, opener, ...). A missing, corrupt or mismatched file is rebuilt.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import time
@@ -60,6 +59,8 @@ class SecondMoveBook:
     Attributes:
         path: The cache file.
         built: True if computed now, False if loaded from the cache.
+        write_error: Why a book computed now could not be written to ``path`` (``None`` if it was, or if it was
+            loaded).
         seconds: Wall-clock seconds to load or compute.
     """
 
@@ -73,10 +74,13 @@ class SecondMoveBook:
         self._children = {code: child for code, child in solver.model.split(root, self._opener)[1]}
         entries = self._read(key)
         self.built = entries is None
+        self.write_error: str | None = None
         if entries is None:
             entries = self._compute()
-            with contextlib.suppress(OSError):  # a read-only cache only costs a recomputation next time
+            try:
                 self._write(key, entries)
+            except OSError as exc:  # a read-only cache only costs a recomputation next time, but say so
+                self.write_error = str(exc)
         self._entries = entries
         self.seconds = time.perf_counter() - start
 

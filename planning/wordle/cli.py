@@ -1,4 +1,5 @@
-"""``rolloutlab wordle``: the assistant (``play``), one game against a known word (``solve``), benchmarks (``bench``).
+"""``rolloutlab wordle``: the assistant (``play``), one game against a known word (``solve``), benchmarks (``bench``)
+and the on-disk cache (``cache info``, ``cache clear``).
 
 Heavy work (the pattern table) happens inside the commands, so ``rolloutlab --help`` stays fast.
 """
@@ -6,7 +7,7 @@ Heavy work (the pattern table) happens inside the commands, so ``rolloutlab --he
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Wordle as a POMDP: an assistant for real games, a solver and exact benchmarks.", no_args_is_help=True
 )
+
+cache_app = typer.Typer(
+    help="The on-disk cache: pattern tables (about 30 MB per pair of lists) and second-move books.",
+    no_args_is_help=True,
+)
+app.add_typer(cache_app, name="cache")
 
 _EXACT_HELP = "Base policy plays the exact optimum on beliefs of at most this many answers (default: 40 hard, 0 easy)."
 _LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
@@ -41,9 +48,17 @@ def _make_solver(
     try:
         return WordleSolver(config)
     except (WordListError, ValueError) as exc:
-        hint = " (with other lists, pass --opener none or an allowed word)" if "allowed list" in str(exc) else ""
-        typer.echo(f"error: {exc}{hint}", err=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    """Exit with status 2 and the reason; the --opener hint only when the opener is what is wrong."""
+    from planning.wordle.solver import UnknownOpenerError
+
+    # A list error can also say "not in the allowed list" (an answer missing from the guesses): match the type.
+    hint = " (pass --opener none or an allowed word)" if isinstance(exc, UnknownOpenerError) else ""
+    typer.echo(f"error: {exc}{hint}", err=True)
+    raise typer.Exit(code=2) from None
 
 
 def _opener(value: str) -> str | None:
@@ -69,7 +84,12 @@ def play(
     from planning.wordle.assistant import Assistant
 
     solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
-    Assistant(solver, typer.echo, use_book=book).run(input)
+    try:
+        Assistant(solver, typer.echo, use_book=book).run(input)
+    except KeyboardInterrupt:
+        # Ctrl-C is not a clean end like quit or end of input: exit 128 + SIGINT, the shell's convention.
+        typer.echo("\nInterrupted.", err=True)
+        raise typer.Exit(code=130) from None
 
 
 @app.command()
@@ -139,8 +159,7 @@ def bench(
     try:
         record = run_benchmark(config)
     except (WordListError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     summary = {k: record[k] for k in REQUIRED_KEYS}
     if record["opener_search"]:
         summary["opener_search"] = record["opener_search"]
@@ -150,3 +169,49 @@ def bench(
 
         atomic_write_json(json_path, record)
         typer.echo(f"wrote {json_path}")
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes, {n / 2**20:.1f} MiB"
+
+
+@cache_app.command("info")
+def cache_info() -> None:
+    """List the cache's files (pattern tables, second-move books) with their sizes, and where they are."""
+    from planning.wordle.assistant import count
+    from planning.wordle.cache import cache_files
+    from planning.wordle.table import cache_dir
+
+    folder = cache_dir()
+    if not folder.is_dir():
+        typer.echo(f"no cache directory at {folder} (nothing cached yet)")
+        return
+    files = cache_files(folder)
+    for entry in files:
+        typer.echo(f"  {entry.size:>14,}  {entry.path.name}")
+    typer.echo(f"{folder}: {count(len(files), 'file')}, {_size(sum(entry.size for entry in files))}")
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Delete the cache's files; they are rebuilt when next needed. Other files in the directory are kept."""
+    from planning.wordle.assistant import count
+    from planning.wordle.cache import clear_cache
+    from planning.wordle.table import cache_dir
+
+    folder = cache_dir()
+    if not folder.is_dir():
+        typer.echo(f"no cache directory at {folder}: nothing to delete")
+        return
+    deleted, failed = clear_cache(folder)
+    for entry in deleted:
+        typer.echo(f"  deleted {entry.path.name} ({entry.size:,} bytes)")
+    if deleted:
+        total = sum(entry.size for entry in deleted)
+        typer.echo(f"deleted {count(len(deleted), 'file')} ({_size(total)}) from {folder}")
+    elif not failed:
+        typer.echo(f"nothing to delete in {folder}")
+    for entry, exc in failed:
+        typer.echo(f"error: could not delete {entry.path}: {exc.strerror or exc}", err=True)
+    if failed:
+        raise typer.Exit(code=1)

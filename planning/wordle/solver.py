@@ -47,6 +47,10 @@ DEFAULT_TOP_K: dict[str, int] = {"easy": 10, "hard": 5}
 DEFAULT_EXACT_UP_TO: dict[str, int] = {"easy": 0, "hard": 40}
 
 
+class UnknownOpenerError(ValueError):
+    """The configured opener is not an allowed guess of the lists (the lists themselves are fine)."""
+
+
 @dataclass
 class SolverConfig:
     """How to play.
@@ -179,7 +183,10 @@ class WordleSolver:
         self._opener: int | None = None
         self.opener_search: list[dict[str, Any]] = []
         if config.opener not in (None, "auto"):
-            self._opener = self.index_of(config.opener)
+            try:
+                self._opener = self.index_of(config.opener)
+            except ValueError as exc:  # its own type, so callers can point at --opener and at nothing else
+                raise UnknownOpenerError(f"opener {exc}") from None
 
     def index_of(self, word: str) -> int:
         """Allowed-list index of ``word``; ``ValueError`` if it is not an allowed guess."""

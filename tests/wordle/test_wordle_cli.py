@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -54,7 +56,7 @@ def test_whole_interactive_session(original_table: TableLoad) -> None:
     assert "102 possible answers" in out and "Suggested: BROND" in out
     assert "expected guesses in all" in out
     assert "Took back the last guess." in out
-    assert "possible answer(s): CIGAR" in out or "It must be CIGAR" in out
+    assert "1 possible answer: CIGAR" in out or "It must be CIGAR" in out
     assert "Solved in 4 guesses!" in out
     assert "This game is solved" in out
     assert out.rstrip().endswith("Bye.")
@@ -138,3 +140,147 @@ def test_play_answers_the_second_move_from_the_cached_book(
     assert second.exit_code == 0 and "cached in" not in second.output and "Computing" not in second.output
     suggestion = [line for line in first.output.splitlines() if line.startswith("Suggested:")]
     assert suggestion == [line for line in second.output.splitlines() if line.startswith("Suggested:")]
+
+
+# Issue 19 (second round): the assistant's messages, exit status and the cache command.
+
+_ROW = re.compile(r"^  ([A-Z]+)\s+(\d+\.\d+)\s+(?:yes|no)(?:\s+\((\d+) answers? would need)?")
+
+
+def _colours(guess: str, answer: str) -> str:
+    return "".join(str(c) for c in feedback(guess, answer))
+
+
+def _rows(output: str) -> list[tuple[float, int, str]]:
+    """The alternatives' table rows as printed: (expected guesses, answers past the limit, word)."""
+    rows = []
+    for line in output.splitlines():
+        match = _ROW.match(line)
+        if match:
+            rows.append((float(match[2]), int(match[3] or 0), match[1]))
+    return rows
+
+
+# The hard-mode game SALET, BATCH, CATCH, ... , WATCH: eight guesses, each legal under the NYT rule.
+_WATCH = [
+    f"{w} {_colours(w, 'watch')}" for w in ("salet", "batch", "catch", "hatch", "latch", "match", "patch", "watch")
+]
+_HARD_GREEDY = ["wordle", "play", "--hard", "--policy", "greedy", "--exact-up-to", "0", "--no-book"]
+
+
+def test_book_that_cannot_be_cached_is_not_reported_as_cached(
+    small: WordLists, small_files: tuple[Path, Path], cache_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ROLLOUTLAB_CACHE", str(blocker / "cache"))  # a directory under a file: every write fails
+    answers, allowed = small_files
+    opener = small.allowed[WordleSolver(SolverConfig(opener=None), small).opener()]
+    args = ["wordle", "play", "--lists", f"{answers},{allowed}", "--opener", "none"]
+    result = runner.invoke(app, args, input=f"{opener} {_colours(opener, small.answers[0])}\nquit\n")
+    assert result.exit_code == 0, result.output
+    assert "Suggested:" in result.output
+    assert "cached in" not in result.output
+    assert "could not be cached" in result.output and "Not a directory" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_list_error_does_not_blame_the_opener(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("crane\nslate\n")
+    (tmp_path / "b.txt").write_text("crane\n")
+    result = runner.invoke(app, ["wordle", "play", "--lists", f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}"])
+    assert result.exit_code == 2
+    assert "line 2: 'slate' is not in the allowed list" in result.output
+    assert "--opener" not in result.output
+
+
+def test_opener_error_in_bench_suggests_the_option(small_files: tuple[Path, Path], cache_path: Path) -> None:
+    answers, allowed = small_files
+    result = runner.invoke(app, ["wordle", "bench", "--lists", f"{answers},{allowed}", "--opener", "zzzzz"])
+    assert result.exit_code == 2 and "'zzzzz'" in result.output and "pass --opener none" in result.output
+
+
+def test_a_win_past_the_limit_is_not_called_solved(original_table: TableLoad) -> None:
+    result = runner.invoke(app, _HARD_GREEDY, input="\n".join([*_WATCH, "quit"]) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "Solved in" not in result.output
+    assert "WATCH on guess 8, past the 6-guess limit" in result.output
+
+
+def test_a_move_that_fails_midway_is_not_counted(
+    original: WordLists, original_table: TableLoad, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planning.wordle.assistant import Assistant
+
+    solver = WordleSolver(SolverConfig(policy="greedy"), original, original_table)
+    real = solver.alternatives
+    failures = [RuntimeError("boom")]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "alternatives", flaky)
+    out: list[str] = []
+    assistant = Assistant(solver, out.append)
+    # "nothing changed" must be true, or the retyped guess counts twice and a six-guess win reads "Solved in 7".
+    lines = iter(["salet 01000", "salet 01000", "cigar ggggg", "quit"])
+    assistant.run(lambda _: next(lines))
+    assert any("something went wrong" in line for line in out)
+    assert assistant.depth == 2
+    assert "Solved in 2 guesses!" in "\n".join(out)
+
+
+@pytest.mark.parametrize("where", ["prompt", "move"])
+def test_ctrl_c_exits_130_without_a_traceback(
+    where: str, small_files: tuple[Path, Path], cache_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planning.wordle.assistant import Assistant
+
+    def interrupt(*args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    if where == "prompt":
+        monkeypatch.setattr("builtins.input", interrupt)
+    else:  # Ctrl-C while a move is being computed
+        monkeypatch.setattr(Assistant, "handle", interrupt)
+    answers, allowed = small_files
+    args = ["wordle", "play", "--lists", f"{answers},{allowed}", "--opener", "none", "--no-book"]
+    result = runner.invoke(app, args, input="help\n")
+    assert result.exit_code == 130, result.output
+    assert "Interrupted." in result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+
+
+def test_counts_of_one_are_singular(original_table: TableLoad) -> None:
+    won = runner.invoke(app, ["wordle", "play", "--no-book"], input="cigar ggggg\nquit\n")
+    assert won.exit_code == 0, won.output
+    assert "Solved in 1 guess!" in won.output and "1 possible answer: CIGAR" in won.output
+    late = runner.invoke(app, _HARD_GREEDY, input="\n".join([*_WATCH[:3], "quit"]) + "\n")
+    assert "(1 answer would need > 6)" in late.output
+    for output in (won.output, late.output):
+        assert not re.search(r"\b1 (guesses|answers)\b", output) and "answer(s)" not in output
+
+
+def test_hard_mode_alternatives_are_shown_in_order(original_table: TableLoad) -> None:
+    # After SALET ⬛⬛⬛🟩⬛ hard mode's contenders come back as DINER 3.972, RIDER 4.047, CIDER 4.056, DICER 4.056,
+    # DONER 4.047 (ranked by answers past the limit first): shown by expected guesses, then safety, then A-Z.
+    result = runner.invoke(app, ["wordle", "play", "--hard", "--no-book"], input="salet bbbgb\nquit\n")
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.output)
+    assert len(rows) == 5 and rows == sorted(rows)
+    assert [word for *_, word in rows] == ["DINER", "RIDER", "DONER", "CIDER", "DICER"]
+
+
+def test_alternatives_ties_are_alphabetical(original: WordLists, original_table: TableLoad) -> None:
+    from planning.wordle.assistant import Assistant
+    from planning.wordle.solver import Alternative
+
+    solver = WordleSolver(SolverConfig(policy="greedy"), original, original_table)
+    given = [Alternative("zonal", 2.5, False), Alternative("mango", 2.0, True), Alternative("banjo", 2.5, False)]
+    solver.alternatives = lambda *args, **kwargs: given  # type: ignore[method-assign]
+    out: list[str] = []
+    assistant = Assistant(solver, out.append)
+    assistant.handle("salet 01000")
+    assert [word for *_, word in _rows("\n".join(out))] == ["MANGO", "BANJO", "ZONAL"]

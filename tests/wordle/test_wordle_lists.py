@@ -52,3 +52,11 @@ def test_shipped_lists() -> None:
     nyt = load_word_lists("nyt")
     assert (len(nyt.answers), len(nyt.allowed)) == (2309, 14855)
     assert set(original.answers) - set(nyt.answers) == {"agora", "fibre", "lynch", "pupal", "slave", "wench"}
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    # Windows editors (Notepad's "UTF-8 with BOM") start the file with U+FEFF; it is an encoding mark, not a letter.
+    (tmp_path / "a.txt").write_text("\ufeffcrane\nslate\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_bytes("crane\r\nslate\r\ntrace\r\n".encode("utf-8-sig"))
+    lists = load_word_lists(f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}")
+    assert lists.answers == ("crane", "slate") and lists.allowed == ("crane", "slate", "trace")
