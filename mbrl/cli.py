@@ -5,6 +5,8 @@ Heavy libraries (torch, SB3) are imported inside the commands so ``rolloutlab --
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,17 +28,48 @@ def _check_controller(spec: str) -> None:
         raise typer.BadParameter(str(exc), param_hint="--controller") from exc
 
 
+def _mbpo_trainer() -> tuple[Any, Callable[..., Any]]:
+    from mbrl.algorithms.mbpo import MBPO, load_config
+
+    return MBPO, load_config
+
+
+#: ``--algo`` values run by the generic driver flow: name -> a loader returning ``(driver class, load_config)``. The
+#: driver class has MBPO's interface (``cls(cfg, run_dir=...)``, ``cls.resume(run_dir)``, ``learn()``,
+#: ``eval_history``, ``env_steps``, ``run_dir``). Other pillars add theirs with :func:`register_trainer` (planning.mpc
+#: registers ``pets`` when the ``rolloutlab`` command mounts this app), so this module never imports them.
+TRAINERS: dict[str, Callable[[], tuple[Any, Callable[..., Any]]]] = {"mbpo": _mbpo_trainer}
+
+
+def register_trainer(name: str, load: Callable[[], tuple[Any, Callable[..., Any]]]) -> None:
+    """Make ``rolloutlab mbrl train --algo NAME`` run the driver that ``load()`` returns (imported lazily)."""
+    if name == "dyna":
+        raise ValueError("'dyna' is built in")
+    TRAINERS[name] = load
+
+
+def _algo_names() -> str:
+    return ", ".join(sorted([*TRAINERS, "dyna"]))
+
+
 @app.command()
 def train(
     algo: Annotated[
-        str, typer.Option(help="mbpo (continuous actions, SB3 SAC) or dyna (discrete, Dyna-DQN).")
+        str,
+        typer.Option(
+            help="mbpo (continuous actions, SB3 SAC), dyna (discrete, Dyna-DQN) or pets (MPC on the learned model; "
+            "from the rolloutlab command)."
+        ),
     ] = "mbpo",
     env: Annotated[str, typer.Option("--env", help="Gymnasium id, e.g. Pendulum-v1 or rolloutlab/PointMass-v0.")] = (
         "Pendulum-v1"
     ),
     steps: Annotated[int | None, typer.Option(help="Interaction budget in env steps (default: the config's).")] = None,
     controller: Annotated[
-        str | None, typer.Option(help="Rollout-length controller: fixed:5, linear:20,150,1,15, incdec:32, ...")
+        str | None,
+        typer.Option(
+            help="Rollout-length controller (for pets: the planning horizon): fixed:5, linear:20,150,1,15, incdec:32"
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for everything in the run.")] = 0,
     config: Annotated[Path | None, typer.Option(help="YAML preset loaded into the algorithm's config dataclass.")] = (
@@ -54,19 +87,19 @@ def train(
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
-    if algo not in ("mbpo", "dyna"):
-        raise typer.BadParameter(f"unknown algorithm {algo!r}; choose mbpo or dyna", param_hint="--algo")
     if algo == "dyna":
         _train_dyna(env, steps, controller, seed, config, resume, out)
         return
-    from mbrl.algorithms.mbpo import MBPO, load_config
+    if algo not in TRAINERS:
+        raise typer.BadParameter(f"unknown algorithm {algo!r}; choose one of {_algo_names()}", param_hint="--algo")
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError
     from rolloutlab.runs import make_run_dir
 
+    driver, load_config = TRAINERS[algo]()
     if resume is not None:
         try:
-            run = MBPO.resume(resume)
+            run = driver.resume(resume)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
     else:
@@ -82,8 +115,14 @@ def train(
             cfg = load_config(config, overrides)
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
-        run_dir = make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, root=out, config=cfg)
-        run = MBPO(cfg, run_dir=run_dir)
+        run_dir = make_run_dir(f"{algo}-{cfg.env_id}", cfg.seed, root=out, config=cfg)
+        try:
+            run = driver(cfg, run_dir=run_dir)
+        except ValueError as exc:
+            # A configuration the driver refuses before any work (e.g. PETS without a reward function): leave no
+            # run directory behind that looks like a started run.
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise typer.BadParameter(str(exc), param_hint="--config/--env/--controller") from exc
     run.learn()
     final = run.eval_history[-1][1] if run.eval_history else float("nan")
     typer.echo(f"done: {run.env_steps} env steps, final eval return {final:.1f}; results in {run.run_dir}")

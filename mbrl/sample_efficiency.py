@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 #: Stored in every run record and results file of this protocol; files without it are round one.
 PROTOCOL = "model-must-pay-off"
+#: Issue 4's thresholds: the mean evaluation return that counts as solved (the MBPO and PETS benchmarks share them).
+THRESHOLDS = {"Pendulum-v1": -200.0, "InvertedPendulum-v5": 950.0}
 MBPO_PREFIX = "mbpo:"
 SAC_SAME_UTD = "sac_same_utd"
 SAC_UTD1 = "sac_utd1"

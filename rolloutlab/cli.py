@@ -27,6 +27,10 @@ PILLARS: list[tuple[str, str, str]] = [
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
 ]
 
+# Modules imported before mounting, for what they register into a pillar's app (planning.mpc adds --algo pets to
+# `rolloutlab mbrl train`, a command of a lower pillar that must not import planning itself).
+EXTENSIONS: list[str] = ["planning.mpc.cli"]
+
 app = typer.Typer(
     name="rolloutlab",
     help="Model-based and planning RL: deciding how far, and how much, to roll out.",
@@ -96,6 +100,8 @@ def bench(
 
 
 def _mount_pillars() -> None:
+    for extension in EXTENSIONS:
+        _import_if_landed(extension)
     for name, cli_module, _ in PILLARS:
         module = _import_if_landed(cli_module)
         if module is not None:

@@ -36,6 +36,7 @@ import tyro
 from mbrl.sample_efficiency import (
     DEFAULT_ARMS,
     PROTOCOL,
+    THRESHOLDS,
     ArmSettings,
     arm_order,
     collect_runs,
@@ -46,8 +47,6 @@ from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).resolve().parent / "results"
-#: Issue 4's thresholds (mean evaluation return that counts as solved).
-THRESHOLDS = {"Pendulum-v1": -200.0, "InvertedPendulum-v5": 950.0}
 #: The protocol's longest uniform-random warm-up, in env steps.
 MAX_WARMUP = 200
 #: Evaluation period with --final-only when --eval-every is not given (a curve, not a resolution).

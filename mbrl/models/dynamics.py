@@ -448,6 +448,109 @@ class DynamicsModel:
             finite=np.isfinite(y_np).all(axis=1),
         )
 
+    @property
+    def num_elites(self) -> int:
+        """Number of elite members (the ones :meth:`predict` samples from)."""
+        return int(self.ensemble.elite_idx.numel())
+
+    @torch.no_grad()
+    def predict_members(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        members: np.ndarray,
+        rng: np.random.Generator | None = None,
+        deterministic: bool = False,
+    ) -> ModelStep:
+        """One model step per sample from a *given* elite: trajectory sampling (PETS's TS-inf, Chua et al. 2018).
+
+        Each sample runs through its own member only, so a batch costs one member's forward pass per row instead of
+        the whole ensemble's.
+
+        Args:
+            obs: ``[N, obs_dim]``.
+            actions: ``[N]`` integer actions (discrete) or ``[N, action_dim]``.
+            members: ``[N]`` indices into the elites (``0 <= members < num_elites``).
+            rng: Draws the Gaussian noise (needed unless ``deterministic``).
+            deterministic: Use each member's mean instead of sampling from its Gaussian.
+
+        Returns:
+            A :class:`ModelStep`; ``disagreement`` is NaN (one member per sample says nothing about the others).
+        """
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        n = obs64.shape[0]
+        members = np.asarray(members, dtype=np.int64).reshape(-1)
+        if members.shape[0] != n:
+            raise ValueError(f"got {n} observations but {members.shape[0]} member indices")
+        k = self.num_elites
+        if n and (members.min() < 0 or members.max() >= k):
+            raise ValueError(f"member indices must lie in [0, {k}), got [{members.min()}, {members.max()}]")
+        if not deterministic and rng is None:
+            raise ValueError("predict_members needs an rng unless deterministic=True")
+        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        if n % k == 0 and np.array_equal(members, np.repeat(np.arange(k), n // k)):
+            # Rows already in equal blocks per member (how a TS-inf planner lays out its particles): a reshape.
+            mean, logvar = self.ensemble(x.reshape(k, n // k, -1), self.ensemble.elite_idx)
+            y = mean.reshape(n, -1).double()
+            if not deterministic:
+                assert rng is not None
+                noise = torch.as_tensor(rng.standard_normal(y.shape))
+                y = y + torch.exp(0.5 * logvar.reshape(n, -1).double()) * noise
+        else:
+            # Group the rows by member into [K, M, in] (M = the largest group; shorter groups padded with zeros).
+            order = np.argsort(members, kind="stable")
+            grouped = members[order]
+            counts = np.bincount(grouped, minlength=k)
+            slot = np.arange(n) - (np.cumsum(counts) - counts)[grouped]
+            width = int(counts.max()) if n else 0
+            xg = x.new_zeros((k, width, x.shape[1]))
+            g_t, s_t = torch.as_tensor(grouped), torch.as_tensor(slot)
+            xg[g_t, s_t] = x[torch.as_tensor(order)]
+            mean, logvar = self.ensemble(xg, self.ensemble.elite_idx)
+            y_sorted = mean[g_t, s_t].double()
+            if not deterministic:
+                assert rng is not None
+                noise = torch.as_tensor(rng.standard_normal(y_sorted.shape))
+                y_sorted = y_sorted + torch.exp(0.5 * logvar[g_t, s_t].double()) * noise
+            y = torch.empty_like(y_sorted)
+            y[torch.as_tensor(order)] = y_sorted
+        y_np = self.output_normalizer.denormalize(y).numpy()
+        terminated_prob = None
+        if self.termination is not None:
+            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
+            member_ids = self.ensemble.elite_idx[torch.as_tensor(members)]
+            terminated_prob = torch.sigmoid(logits[member_ids, torch.arange(n)]).double().numpy()
+        return ModelStep(
+            next_obs=obs64 + y_np[:, 1:],
+            reward=y_np[:, 0].copy(),
+            terminated_prob=terminated_prob,
+            disagreement=np.full(n, np.nan),
+            finite=np.isfinite(y_np).all(axis=1),
+        )
+
+    @torch.no_grad()
+    def predict_expected(self, obs: np.ndarray, actions: np.ndarray) -> ModelStep:
+        """The elites' average predicted mean (PETS's "expectation" propagation: no sampling, no member choice).
+
+        The normalizer is affine, so averaging in standardized units and denormalizing equals averaging the
+        denormalized means. ``disagreement`` is the elites' spread, as in :meth:`predict`.
+        """
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        mean, _ = self.ensemble(x, self.ensemble.elite_idx)
+        y_np = self.output_normalizer.denormalize(mean.double().mean(dim=0)).numpy()
+        terminated_prob = None
+        if self.termination is not None:
+            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
+            terminated_prob = torch.sigmoid(logits[self.ensemble.elite_idx]).double().mean(dim=0).numpy()
+        return ModelStep(
+            next_obs=obs64 + y_np[:, 1:],
+            reward=y_np[:, 0].copy(),
+            terminated_prob=terminated_prob,
+            disagreement=mean.std(dim=0, unbiased=False).mean(dim=-1).double().numpy(),
+            finite=np.isfinite(y_np).all(axis=1),
+        )
+
     # --- persistence ------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:

@@ -45,9 +45,12 @@ class EnsembleLinear(nn.Module):
             self.weight.uniform_(-bound, bound, generator=generator)
             self.bias.uniform_(-bound, bound, generator=generator)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Map ``x`` of shape ``[E, N, in]`` to ``[E, N, out]``."""
-        return torch.baddbmm(self.bias, x, self.weight)
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """Map ``x`` of shape ``[E, N, in]`` to ``[E, N, out]``; with ``members`` (``LongTensor[K]``), ``x`` is
+        ``[K, N, in]`` and slot ``k`` goes through member ``members[k]`` only (no work for the other members)."""
+        if members is None:
+            return torch.baddbmm(self.bias, x, self.weight)
+        return torch.baddbmm(self.bias[members], x, self.weight[members])
 
 
 class GaussianEnsemble(nn.Module):
@@ -102,22 +105,26 @@ class GaussianEnsemble(nn.Module):
         self.min_logvar = nn.Parameter(torch.full((1, 1, out_dim), MIN_LOGVAR_INIT))
         self.register_buffer("elite_idx", torch.arange(num_elites, dtype=torch.long))
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Predict per-member Gaussians.
 
         Args:
             x: ``[E, N, in_dim]`` (each member may see different rows, e.g. bootstrap batches) or ``[N, in_dim]``
-                (broadcast to every member).
+                (broadcast to every member); with ``members``, ``[K, N, in_dim]`` or ``[N, in_dim]``.
+            members: Optional ``LongTensor[K]``: run only these members, slot ``k`` of ``x`` through member
+                ``members[k]`` (trajectory sampling in a planner, where each particle follows one member).
 
         Returns:
-            ``(mean, logvar)``, each ``[E, N, out_dim]``; ``logvar`` softly clamped into ``[min_logvar, max_logvar]``.
+            ``(mean, logvar)``, each ``[E, N, out_dim]`` (``[K, N, out_dim]`` with ``members``); ``logvar`` softly
+            clamped into ``[min_logvar, max_logvar]``.
         """
+        slots = self.ensemble_size if members is None else int(members.numel())
         if x.dim() == 2:
-            x = x.unsqueeze(0).expand(self.ensemble_size, -1, -1)
+            x = x.unsqueeze(0).expand(slots, -1, -1)
         h = x
         for layer in self.hidden:
-            h = F.silu(layer(h))
-        mean, raw_logvar = self.output(h).chunk(2, dim=-1)
+            h = F.silu(layer(h, members))
+        mean, raw_logvar = self.output(h, members).chunk(2, dim=-1)
         # Soft clamp (PETS appendix A.1): differentiable everywhere, so the bounds themselves are learned.
         logvar = self.max_logvar - F.softplus(self.max_logvar - raw_logvar)
         logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)

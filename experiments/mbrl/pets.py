@@ -1,0 +1,174 @@
+r"""PETS (CEM and MPPI) on the learned ensemble: env steps to threshold and planning latency, beside MBPO and SAC.
+
+The issue "Planning on the learned model": Pendulum-v1 and InvertedPendulum-v5, 5 seeds, the MBPO benchmark's
+thresholds and evaluation protocol (every 100 env steps, 5 episodes, evaluation env reseeded to seed + 10000, 200
+uniform-random warm-up steps). A PETS run stops at its first evaluation that reaches the threshold. MBPO and SAC at one
+update per step come from the MBPO benchmark's saved runs for the same seeds
+(``experiments/mbrl/sample_efficiency.py``), wherever those have finished.
+
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/pets.py
+
+Each finished (env, arm, seed) run is saved in ``results/pets_partial/<env>[_<tag>]/`` at once and reused on a rerun
+with the same settings, so a killed benchmark resumes where it stopped. Writes ``results/pets.json`` (the command,
+settings, every run and the summary under ``envs.<env>.<arm>``) and ``results/pets.png`` (evaluation curves).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tyro
+
+from mbrl.sample_efficiency import PROTOCOL as MBPO_PROTOCOL
+from mbrl.sample_efficiency import THRESHOLDS
+from planning.mpc.benchmark import PETS_ARMS, PETSSettings, collect_pets_runs, summarize_env
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.threads import set_torch_threads
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Args:
+    """The benchmark's command line: each field is a ``--flag``."""
+
+    envs: str = "Pendulum-v1,InvertedPendulum-v5"
+    """comma-separated gymnasium ids (each needs a threshold: Pendulum-v1, InvertedPendulum-v5)"""
+    seeds: str = "0,1,2,3,4"
+    """comma-separated seeds, the same for every arm"""
+    arms: str = ",".join(PETS_ARMS)
+    """comma-separated PETS arms: pets_cem, pets_mppi"""
+    budget: int = 3000
+    """env steps at most per PETS run (a run that never reaches the threshold counts as this)"""
+    eval_every: int = 100
+    """env steps between evaluations"""
+    eval_episodes: int = 5
+    """episodes per evaluation"""
+    initial_random_steps: int = 200
+    """uniform-random warm-up steps"""
+    mbpo_results: Path = RESULTS
+    """folder of the MBPO benchmark's results (its partial/<env>/ run records)"""
+    tag: str = ""
+    """suffix for the partial-run folders and output files"""
+
+
+def command_line(args: Args) -> str:
+    """A command that reproduces ``args``: the script with every flag whose value is not the default."""
+    parts = ["python", "experiments/mbrl/pets.py"]
+    for f in dataclasses.fields(Args):
+        value = getattr(args, f.name)
+        if value != f.default:
+            parts += ["--" + f.name.replace("_", "-"), str(value)]
+    return shlex.join(parts)
+
+
+def mbpo_reference(results: Path, env_id: str) -> tuple[list[dict[str, Any]], int | None]:
+    """The MBPO benchmark's finished run records for ``env_id`` (its protocol only) and their budget."""
+    folder = results / "partial" / env_id.replace("/", "-")
+    runs = []
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        record = json.loads(path.read_text())
+        if record.get("protocol") == MBPO_PROTOCOL:
+            runs.append(record)
+    budgets = {int(r["settings"]["budget"]) for r in runs}
+    if len(budgets) > 1:
+        raise SystemExit(f"{folder} mixes budgets {sorted(budgets)}")
+    return runs, (budgets.pop() if budgets else None)
+
+
+def plot(path: Path, records: list[dict[str, Any]], thresholds: dict[str, float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(thresholds)
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
+    for ax, env_id in zip(axes[0], envs, strict=True):
+        for colour, arm in zip(("tab:blue", "tab:orange"), PETS_ARMS, strict=False):
+            for i, r in enumerate(x for x in records if x["env"] == env_id and x["arm"] == arm):
+                steps, values = zip(*r["eval"], strict=True) if r["eval"] else ((), ())
+                ax.plot(steps, values, color=colour, alpha=0.7, marker=".", label=arm if i == 0 else None)
+        ax.axhline(thresholds[env_id], color="grey", linestyle="--", linewidth=1, label="threshold")
+        ax.set_title(f"{env_id}: PETS per seed (runs stop at the threshold)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("evaluation return")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
+    """Run (or resume) the benchmark and write ``pets.json``; returns its ``envs`` summary."""
+    if args is None:
+        args = tyro.cli(Args, description=__doc__)
+    set_torch_threads(1)
+    envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+    unknown = [e for e in envs if e not in THRESHOLDS]
+    if unknown:
+        raise SystemExit(f"no threshold for {unknown}; known: {THRESHOLDS}")
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not arms or set(arms) - set(PETS_ARMS):
+        raise SystemExit(f"--arms must name some of {list(PETS_ARMS)}, got {args.arms!r}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    suffix = f"_{args.tag}" if args.tag else ""
+    out = results / f"pets{suffix}.json"
+    all_records: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+
+    def write() -> None:
+        atomic_write_json(
+            out,
+            {
+                "command": command_line(args),
+                "args": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(args).items()},
+                "envs": summary,
+                "runs": all_records,
+            },
+        )
+        plot(results / f"pets{suffix}.png", all_records, {e: THRESHOLDS[e] for e in envs})
+
+    for env_id in envs:
+        settings = PETSSettings(
+            env_id=env_id,
+            threshold=THRESHOLDS[env_id],
+            budget=args.budget,
+            eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes,
+            initial_random_steps=args.initial_random_steps,
+        )
+        started = time.perf_counter()
+
+        def report(record: dict[str, Any], env_id: str = env_id, started: float = started) -> None:
+            print(
+                f"{env_id} {record['arm']} seed {record['seed']}: steps to threshold {record['steps_to_threshold']}"
+                f", plan {record['plan_ms_p50']:.1f} ms (p95 {record['plan_ms_p95']:.1f}), {record['seconds']:.0f}s"
+                f" ({time.perf_counter() - started:.0f}s into this env)",
+                flush=True,
+            )
+
+        records = collect_pets_runs(
+            arms, seeds, settings, results / "pets_partial" / f"{env_id}{suffix}", on_run=report
+        )
+        reference, reference_budget = mbpo_reference(args.mbpo_results, env_id)
+        summary[env_id] = summarize_env(settings, records, reference, reference_budget)
+        all_records += [{"env": env_id, **r} for r in records]
+        write()
+    for env_id, entry in summary.items():
+        for arm in (*PETS_ARMS, "mbpo", "sac_utd1"):
+            if arm in entry:
+                row = entry[arm]
+                extra = f"  plan p50 {row['plan_ms_p50']:.1f} ms" if "plan_ms_p50" in row else ""
+                print(f"{env_id} {arm:10s} median steps {row['median_steps_to_threshold']:.0f}{extra}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

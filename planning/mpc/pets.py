@@ -1,0 +1,469 @@
+"""PETS: probabilistic ensembles with trajectory sampling (Chua et al. 2018), on the world model of ``mbrl``.
+
+The driver alternates acting and fitting on the same :class:`~mbrl.models.DynamicsModel` and fitting rules as MBPO
+(fit until the holdout stops improving, normalizers refit with the weights, ``model/holdout_nmse`` logged):
+
+* ``initial_random_steps`` uniform-random env steps, then a model fit every ``model_train_freq`` env steps on every
+  real transition so far (PETS refits after each trial; on a step clock the refits fall at the same points in every
+  run whatever the episode lengths);
+* at every fit the rollout-length controller (``mbrl.phases.RolloutLengthDriver``, the one owner of that decision)
+  sets the *planning horizon*, with the same feedback vocabulary as MBPO and Dyna-DQN;
+* every env step the :class:`~planning.mpc.planner.MPCPlanner` re-plans with CEM or MPPI over sequences scored by
+  :class:`~planning.mpc.trajectories.TrajectoryEvaluator` (TS-inf by default) with the env's known reward
+  (``mbrl.rewards``) and termination (``mbrl.termination``) functions.
+
+Evaluation runs the planner on ``eval_episodes`` episodes of a separate environment, seeded as MBPO's evaluation, with
+its own generator and an empty warm start, so evaluating never changes what training does. The run writes
+``runs/pets-<env>__<seed>__<time>/`` like the other learners (``config.yaml``, ``progress.csv``, TensorBoard,
+``checkpoint.pt`` every ``checkpoint_every`` env steps, ``result.json``); :meth:`PETS.resume` continues a killed run
+to the same budget, starting a fresh episode (the environment's internal state is not saved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.logger import Logger
+
+from mbrl.algorithms.mbpo import make_env
+from mbrl.buffers import TransitionBuffer
+from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver, truncator_of
+from mbrl.rewards import known_env_names as known_reward_envs
+from mbrl.rewards import reward_fn
+from mbrl.run_state import capture_rng, restore_rng
+from mbrl.termination import termination_fn
+from meta.controllers import make_controller
+from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
+from planning.mpc.planner import MPCPlanner
+from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
+from rolloutlab.logs import make_logger
+from rolloutlab.runs import make_run_dir, write_result
+from rolloutlab.seeding import seed_everything
+
+CHECKPOINT_KIND = "pets-run"
+CHECKPOINT_NAME = "checkpoint.pt"
+OPTIMIZERS = ("cem", "mppi")
+REWARD_SOURCES = ("known", "model")
+
+
+def _pets_model_config() -> ModelConfig:
+    # PETS's ensemble of 5 probabilistic networks, narrower than MBPO's 7x4x200: the planner evaluates
+    # population x particles rows per step, and 3 layers of 64 keep a CEM step near 20 ms on one CPU core while
+    # fitting Pendulum and InvertedPendulum's smooth dynamics (see docs/pets.md for the measured cost).
+    return ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
+
+
+@dataclass
+class PETSConfig:
+    """One PETS run. Env steps are the unit of every budget and period.
+
+    Attributes:
+        env_id: Gymnasium id with a flat Box observation space and a Box action space.
+        total_steps: Interaction budget in env steps; a resumed run stops at the same number.
+        seed: Seeds numpy, torch, env resets, the model and the planner.
+        controller: Planning-horizon controller spec (the rollout-length registry, e.g. ``fixed:15``); every
+            decision must be ``>= 1``.
+        optimizer: ``"cem"`` or ``"mppi"``.
+        propagation: ``"tsinf"``, ``"ts1"`` or ``"expectation"`` (``planning.mpc.trajectories``).
+        num_particles: Particles per candidate sequence.
+        sample_noise: Sample the members' Gaussians while planning (PETS) or use their means.
+        reward: ``"known"`` (the env's reward function from ``mbrl.rewards``; an error if it has none) or
+            ``"model"`` (the model's learned reward).
+        initial_random_steps: Uniform-random env steps before the first fit.
+        model_train_freq: Env steps between model fits (each one also a horizon decision).
+        real_buffer_size: Capacity of the real buffer.
+        eval_every: Env steps between evaluations (0: never).
+        eval_episodes: Episodes per evaluation.
+        stop_at_return: End the run early once an evaluation's mean return reaches this (``None``: never); a
+            steps-to-threshold benchmark needs nothing after that point.
+        checkpoint_every: Env steps between whole-run checkpoints (0: only at the end).
+        log_every: Env steps between logger dumps.
+        cem: CEM settings (used when ``optimizer == "cem"``).
+        mppi: MPPI settings (used when ``optimizer == "mppi"``).
+        model: World-model settings.
+    """
+
+    env_id: str = "Pendulum-v1"
+    total_steps: int = 2_000
+    seed: int = 0
+    controller: str = "fixed:15"
+    optimizer: str = "cem"
+    propagation: str = "tsinf"
+    num_particles: int = 5
+    sample_noise: bool = True
+    reward: str = "known"
+    initial_random_steps: int = 200
+    model_train_freq: int = 200
+    real_buffer_size: int = 1_000_000
+    eval_every: int = 500
+    eval_episodes: int = 5
+    stop_at_return: float | None = None
+    checkpoint_every: int = 1_000
+    log_every: int = 1_000
+    cem: CEMConfig = field(default_factory=CEMConfig)
+    mppi: MPPIConfig = field(default_factory=MPPIConfig)
+    model: ModelConfig = field(default_factory=_pets_model_config)
+
+
+def _episode_seed(seed: int, episode: int) -> int:
+    return (seed * 1_000_003 + episode) % 2**31
+
+
+def check_config(cfg: PETSConfig) -> None:
+    """Refuse a configuration that cannot run, before any work starts.
+
+    Raises:
+        ValueError: unknown optimizer / propagation / reward source, a non-positive period, or a controller whose
+            first decision is a horizon below 1 (e.g. ``fixed:0``) or that truncates per step (``uncertainty``).
+    """
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if cfg.propagation not in PROPAGATIONS:
+        raise ValueError(f"unknown propagation {cfg.propagation!r}; choose one of {', '.join(PROPAGATIONS)}")
+    if cfg.reward not in REWARD_SOURCES:
+        raise ValueError(f"unknown reward source {cfg.reward!r}; choose one of {', '.join(REWARD_SOURCES)}")
+    if cfg.reward == "known" and reward_fn(cfg.env_id) is None:
+        raise ValueError(
+            f"no known reward function for {cfg.env_id} (known: {', '.join(known_reward_envs())}); register one "
+            "with mbrl.rewards.register_reward_fn or plan with the model's learned reward (reward: model)"
+        )
+    if cfg.total_steps < 1 or cfg.model_train_freq < 1 or cfg.initial_random_steps < 1:
+        raise ValueError(
+            "total_steps, model_train_freq and initial_random_steps must be >= 1 (the planner needs a fitted model), "
+            f"got {cfg.total_steps}, {cfg.model_train_freq}, {cfg.initial_random_steps}"
+        )
+    controller = make_controller(cfg.controller)
+    if truncator_of(controller) is not None:
+        raise ValueError(f"{cfg.controller!r} truncates imagined rollouts per step; PETS needs a horizon controller")
+    first = check_first_horizon(cfg)
+    if first < 1:
+        raise ValueError(f"controller {cfg.controller!r} sets a planning horizon of {first}; PETS needs >= 1")
+
+
+class PETS:
+    """The PETS driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
+
+    Args:
+        cfg: The run's configuration (checked by :func:`check_config`).
+        run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` creates ``runs/pets-<env>__<seed>__<time>``.
+        logger: An SB3 logger; ``None`` makes one writing stdout, CSV and TensorBoard into ``run_dir``.
+        log_formats: Formats for the default logger.
+
+    Attributes:
+        env_steps: Real env steps taken so far.
+        eval_history: ``(env_steps, mean return)`` per evaluation.
+        planner: The training planner (its ``latencies`` are the per-step planning times).
+        on_step: Optional hook called with the run after every env step.
+    """
+
+    def __init__(
+        self,
+        cfg: PETSConfig,
+        run_dir: str | Path | None = None,
+        logger: Logger | None = None,
+        log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
+    ) -> None:
+        check_config(cfg)
+        self.cfg = cfg
+        self.env = make_env(cfg.env_id)
+        self.eval_env = make_env(cfg.env_id)
+        obs_space, act_space = self.env.observation_space, self.env.action_space
+        if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
+            raise ValueError(f"PETS needs a flat Box observation space, {cfg.env_id} has {obs_space}")
+        if not isinstance(act_space, spaces.Box) or len(act_space.shape) != 1:
+            raise ValueError(f"PETS plans continuous actions (a flat Box), {cfg.env_id} has {act_space}")
+        self.obs_dim, self.act_dim = int(obs_space.shape[0]), int(act_space.shape[0])
+        self.action_low = act_space.low.astype(np.float32)
+        self.action_high = act_space.high.astype(np.float32)
+        self.run_dir = (
+            Path(run_dir) if run_dir is not None else make_run_dir(f"pets-{cfg.env_id}", cfg.seed, config=cfg)
+        )
+        if not (self.run_dir / "config.yaml").exists():
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            save_yaml(cfg, self.run_dir / "config.yaml")
+        self.rng = seed_everything(cfg.seed)
+
+        done_fn = termination_fn(cfg.env_id)
+        model_cfg = cfg.model
+        if done_fn is None and not model_cfg.learned_termination:
+            model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
+        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed)
+        self.evaluator = TrajectoryEvaluator(
+            self.model,
+            reward_fn(cfg.env_id) if cfg.reward == "known" else None,
+            done_fn,
+            propagation=cfg.propagation,
+            num_particles=cfg.num_particles,
+            sample_noise=cfg.sample_noise,
+        )
+        self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
+        self.horizon = int(check_first_horizon(cfg))
+        self.planner = MPCPlanner(
+            self.evaluator, self._optimizer(), self.horizon, np.random.default_rng([cfg.seed, 31_337])
+        )
+        self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
+        self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
+        self.driver.logger = self.logger
+
+        self.env_steps = 0
+        self.episodes = 0
+        self.model_fits = 0
+        self.evaluations = 0
+        self.eval_seconds = 0.0
+        self.fit_seconds = 0.0
+        self.eval_history: list[tuple[int, float]] = []
+        self.episode_returns: list[tuple[int, float]] = []
+        self.last_model_metrics: dict[str, float] = {}
+        self.stopped_early = False
+        self._obs: np.ndarray | None = None
+        self._episode_return = 0.0
+        self.on_step: Callable[[PETS], None] | None = None
+
+    def _optimizer(self) -> ActionSequenceOptimizer:
+        if self.cfg.optimizer == "cem":
+            return CEMOptimizer(self.action_low, self.action_high, self.cfg.cem)
+        return MPPIOptimizer(self.action_low, self.action_high, self.cfg.mppi)
+
+    # --- the loop ---------------------------------------------------------------------------------------------
+
+    def learn(self) -> PETS:
+        """Interact until ``cfg.total_steps`` env steps (or ``stop_at_return``), then write ``result.json``."""
+        cfg = self.cfg
+        started, steps_at_start = time.perf_counter(), self.env_steps
+        while self.env_steps < cfg.total_steps and not self.stopped_early:
+            if self._obs is None:
+                self._obs, _ = self.env.reset(seed=_episode_seed(cfg.seed, self.episodes))
+                self._episode_return = 0.0
+                self.planner.reset()
+            due = self.env_steps - cfg.initial_random_steps
+            if due >= 0 and due % cfg.model_train_freq == 0:
+                self._fit_and_decide()
+            self._env_step()
+            if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
+                value = self.evaluate()
+                if cfg.stop_at_return is not None and value >= cfg.stop_at_return:
+                    self.stopped_early = True
+            if self.env_steps % cfg.log_every == 0 or self.env_steps == cfg.total_steps or self.stopped_early:
+                self._dump(started, steps_at_start)
+            if cfg.checkpoint_every and self.env_steps % cfg.checkpoint_every == 0:
+                self.save()
+            if self.on_step is not None:
+                self.on_step(self)
+        self.save()
+        write_result(self.run_dir, self.result())
+        return self
+
+    def _env_step(self) -> None:
+        cfg = self.cfg
+        assert self._obs is not None
+        if self.env_steps < cfg.initial_random_steps:
+            action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
+        else:
+            action = self.planner.act(self._obs)
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
+        self._episode_return += float(reward)
+        self.env_steps += 1
+        self._obs = np.asarray(next_obs, dtype=np.float32)
+        if terminated or truncated:
+            self.episode_returns.append((self.env_steps, self._episode_return))
+            self.logger.record_mean("rollout/ep_rew_mean", self._episode_return)
+            self.episodes += 1
+            self._obs = None
+
+    def _fit_and_decide(self) -> None:
+        """Refit the model on every real transition, then let the controller set the planning horizon."""
+        t0 = time.perf_counter()
+        data = self.real.all()
+        metrics = self.model.fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
+        self.fit_seconds += time.perf_counter() - t0
+        if metrics.get("model/restored_after_nan", 0.0) > 0:
+            self.logger.log(f"model: non-finite training loss at step {self.env_steps}; kept the last good weights")
+        self.model_fits += 1
+        self.last_model_metrics = metrics
+        for key, value in metrics.items():
+            self.logger.record(key, value)
+        evals = [r for _, r in self.eval_history]
+        nan = math.nan
+        feedback = {
+            "env_steps": self.env_steps,
+            "budget_fraction": self.env_steps / self.cfg.total_steps,
+            "mean_return": evals[-1] if evals else nan,
+            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
+            "model_holdout_loss": metrics.get("model/holdout_nll", nan),
+            "model_holdout_mse": metrics.get("model/holdout_mse", nan),
+            "model_holdout_nmse": metrics.get("model/holdout_nmse", nan),
+            "model_return_error": nan,
+            "model_length_error": nan,
+            "disagreement_mean": nan,
+        }
+        decided = self.driver.decide(self.env_steps / self.cfg.total_steps, [feedback], epoch=self.model_fits - 1)[0]
+        if decided < 1:
+            raise ValueError(
+                f"controller {self.cfg.controller!r} set a planning horizon of {decided} at env step {self.env_steps}; "
+                "PETS needs >= 1"
+            )
+        self.horizon = int(decided)
+        self.planner.horizon = self.horizon
+        self.logger.record("meta/planning_horizon", self.horizon)
+
+    def evaluate(self) -> float:
+        """Mean return of the planner over ``eval_episodes`` episodes, seeded as MBPO's evaluation.
+
+        The first episode resets with ``seed + 10_000`` and the rest continue that generator (what SB3's
+        ``evaluate_policy`` on a reseeded ``DummyVecEnv`` does), so every arm of a comparison meets the same starts.
+        """
+        t0 = time.perf_counter()
+        planner = MPCPlanner(
+            self.evaluator,
+            self.planner.optimizer,
+            self.horizon,
+            np.random.default_rng([self.cfg.seed, 10_000, self.evaluations]),
+        )
+        returns = []
+        for episode in range(self.cfg.eval_episodes):
+            obs, _ = self.eval_env.reset(seed=self.cfg.seed + 10_000 if episode == 0 else None)
+            planner.reset()
+            total, done = 0.0, False
+            while not done:
+                action = planner.act(obs) if self.model.fitted else self.eval_env.action_space.sample()
+                obs, reward, terminated, truncated, _ = self.eval_env.step(action)
+                total += float(reward)
+                done = bool(terminated or truncated)
+            returns.append(total)
+        mean = float(np.mean(returns))
+        self.evaluations += 1
+        self.eval_history.append((self.env_steps, mean))
+        self.eval_seconds += time.perf_counter() - t0
+        self.logger.record("eval/mean_reward", mean)
+        return mean
+
+    def latency_ms(self) -> dict[str, float]:
+        """Median and 95th percentile of the training planner's per-step wall time, in ms (NaN before any)."""
+        lat = np.asarray(self.planner.latencies, dtype=np.float64) * 1000.0
+        if lat.size == 0:
+            return {"plan_ms_p50": math.nan, "plan_ms_p95": math.nan}
+        return {"plan_ms_p50": float(np.percentile(lat, 50)), "plan_ms_p95": float(np.percentile(lat, 95))}
+
+    def _dump(self, started: float, steps_at_start: int) -> None:
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        self.logger.record("time/total_timesteps", self.env_steps)
+        self.logger.record("time/fps", (self.env_steps - steps_at_start) / elapsed)
+        for key, value in self.latency_ms().items():
+            self.logger.record(f"time/{key}", value)
+        self.logger.record("model/real_samples", len(self.real))
+        self.logger.record("meta/planning_horizon", self.horizon)
+        self.logger.dump(self.env_steps)
+
+    # --- results and persistence ------------------------------------------------------------------------------
+
+    def result(self) -> dict[str, Any]:
+        """Summary written to ``result.json``: counters, evaluation curve, episode returns, latencies and costs."""
+        return {
+            "algo": "pets",
+            "env_id": self.cfg.env_id,
+            "seed": self.cfg.seed,
+            "env_steps": self.env_steps,
+            "episodes": self.episodes,
+            "stopped_early": self.stopped_early,
+            "eval": [[s, r] for s, r in self.eval_history],
+            "episode_returns": [[s, r] for s, r in self.episode_returns],
+            "final_eval_return": self.eval_history[-1][1] if self.eval_history else None,
+            "model_fits": self.model_fits,
+            "fit_seconds": self.fit_seconds,
+            "eval_seconds": self.eval_seconds,
+            "horizons": list(self.driver.schedules[0]),
+            **self.latency_ms(),
+            "config": to_dict(self.cfg),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole run as plain data: model and normalizers, real buffer, controller, RNGs, counters, history."""
+        return {
+            "model": self.model.state_dict(),
+            "real_buffer": self.real.state_dict(),
+            "driver": self.driver.state_dict(),
+            "rng": capture_rng({"run": self.rng, "planner": self.planner.rng}),
+            "counters": {
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "model_fits": self.model_fits,
+                "evaluations": self.evaluations,
+                "horizon": self.horizon,
+                "eval_seconds": self.eval_seconds,
+                "fit_seconds": self.fit_seconds,
+                "stopped_early": int(self.stopped_early),
+            },
+            "eval_history": [[s, r] for s, r in self.eval_history],
+            "episode_returns": [[s, r] for s, r in self.episode_returns],
+            "latencies": [float(x) for x in self.planner.latencies],
+            "last_model_metrics": dict(self.last_model_metrics),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output into this (identically configured) run."""
+        self.model.load_state_dict(state["model"])
+        self.real.load_state_dict(state["real_buffer"])
+        self.driver.load_state_dict(state["driver"])
+        restore_rng(state["rng"], {"run": self.rng, "planner": self.planner.rng})
+        counters = state["counters"]
+        self.env_steps = int(counters["env_steps"])
+        self.episodes = int(counters["episodes"])
+        self.model_fits = int(counters["model_fits"])
+        self.evaluations = int(counters["evaluations"])
+        self.horizon = int(counters["horizon"])
+        self.planner.horizon = self.horizon
+        self.eval_seconds = float(counters["eval_seconds"])
+        self.fit_seconds = float(counters["fit_seconds"])
+        self.stopped_early = bool(counters["stopped_early"])
+        self.eval_history = [(int(s), float(r)) for s, r in state["eval_history"]]
+        self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
+        self.planner.latencies = [float(x) for x in state["latencies"]]
+        self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
+        self._obs = None  # a resumed run starts a new episode
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""
+        target = Path(path) if path is not None else self.run_dir / CHECKPOINT_NAME
+        return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, logger: Logger | None = None) -> PETS:
+        """Rebuild a run from its latest checkpoint; :meth:`learn` then continues it to the same budget.
+
+        Raises:
+            rolloutlab.checkpoint.CheckpointError: No readable PETS checkpoint in ``run_dir``.
+        """
+        run_dir = Path(run_dir)
+        envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
+        cfg = from_dict(PETSConfig, envelope["config"])
+        run = cls(cfg, run_dir=run_dir, logger=logger)
+        run.load_state_dict(envelope["state"])
+        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
+        return run
+
+
+def check_first_horizon(cfg: PETSConfig) -> int:
+    """The horizon in force before the first fit: the controller's first decision (checked ``>= 1``)."""
+    controller = make_controller(cfg.controller)
+    probe = {key: math.nan for key in FEEDBACK_KEYS}
+    probe.update(env_steps=0, budget_fraction=0.0, epoch=0, current_length=0)
+    return int(controller.decide(probe))
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any]) -> PETSConfig:
+    """A :class:`PETSConfig` from an optional YAML preset plus command-line overrides (overrides win)."""
+    if path is None:
+        return from_dict(PETSConfig, overrides)
+    return load_yaml(PETSConfig, path, overrides)

@@ -1,0 +1,158 @@
+"""Scoring sequences in the ensemble: member routing (TS-inf / TS-1), batched == loop, terminations, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mbrl.models import DynamicsModel, ModelConfig, ModelStep
+from planning.mpc import CEMOptimizer, MPCPlanner, TrajectoryEvaluator
+from planning.mpc.trajectories import NONFINITE_RETURN
+
+
+class RecordingModel:
+    """x' = x + a + member, reward = x'; records the member indices of every call."""
+
+    obs_dim, action_dim, num_elites = 1, 1, 3
+
+    def __init__(self, nan_above: float | None = None) -> None:
+        self.calls: list[np.ndarray] = []
+        self.nan_above = nan_above
+
+    def _step(self, obs: np.ndarray, actions: np.ndarray, offset: np.ndarray) -> ModelStep:
+        nxt = obs + actions.reshape(-1, 1) + offset.reshape(-1, 1)
+        if self.nan_above is not None:
+            nxt = np.where(nxt > self.nan_above, np.nan, nxt)
+        n = obs.shape[0]
+        return ModelStep(nxt, nxt[:, 0].copy(), None, np.zeros(n), np.isfinite(nxt).all(axis=1))
+
+    def predict_members(self, obs, actions, members, rng=None, deterministic=False) -> ModelStep:
+        self.calls.append(np.asarray(members).copy())
+        return self._step(obs, actions, np.asarray(members, dtype=np.float64))
+
+    def predict_expected(self, obs, actions) -> ModelStep:
+        return self._step(obs, actions, np.full(obs.shape[0], (self.num_elites - 1) / 2))
+
+
+def _fitted_model(seed: int = 0) -> DynamicsModel:
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(400, 3))
+    act = rng.uniform(-1, 1, size=(400, 2))
+    nxt = obs + 0.1 * np.tanh(obs @ rng.normal(size=(3, 3))) + 0.05 * act @ rng.normal(size=(2, 3))
+    reward = -(nxt**2).sum(axis=1)
+    cfg = ModelConfig(ensemble_size=4, num_elites=3, hidden_size=32, num_layers=2, max_epochs=5, min_train_steps=0)
+    model = DynamicsModel(3, 2, False, cfg, seed=seed)
+    model.fit(obs, act, reward, nxt, np.zeros(400, bool))
+    return model
+
+
+def test_tsinf_keeps_every_particle_on_one_member_and_ts1_redraws() -> None:
+    model = RecordingModel()
+    seqs = np.zeros((4, 5, 1))
+    TrajectoryEvaluator(model, None, None, "tsinf", num_particles=6).returns(
+        np.zeros(1), seqs, np.random.default_rng(0)
+    )
+    assert len(model.calls) == 5
+    for call in model.calls[1:]:
+        np.testing.assert_array_equal(call, model.calls[0])
+    # Particles spread evenly over the elites; each candidate meets the same members.
+    per_particle = model.calls[0].reshape(6, 4)
+    assert (per_particle == per_particle[:, :1]).all()
+    np.testing.assert_array_equal(np.bincount(per_particle[:, 0], minlength=3), [2, 2, 2])
+
+    model = RecordingModel()
+    TrajectoryEvaluator(model, None, None, "ts1", num_particles=6).returns(np.zeros(1), seqs, np.random.default_rng(0))
+    assert any(not np.array_equal(c, model.calls[0]) for c in model.calls[1:])
+
+
+def test_returns_follow_the_member_dynamics() -> None:
+    # One particle per member, actions 1: x_t = t (1 + m), returns sum_t x_t = (1 + m) H (H + 1) / 2 averaged.
+    model = RecordingModel()
+    ev = TrajectoryEvaluator(model, None, None, "tsinf", num_particles=3)
+    value = ev.returns(np.zeros(1), np.ones((1, 4, 1)), np.random.default_rng(0))
+    assert value == pytest.approx(np.mean([(1 + m) * 10 for m in range(3)]))
+
+
+def test_termination_stops_rewards_and_nonfinite_scores_worst() -> None:
+    def done(obs, action, next_obs):
+        return next_obs[:, 0] >= 2.0
+
+    ev = TrajectoryEvaluator(RecordingModel(), None, done, "expectation")
+    # expectation offset 1: x = 2, 4, ... -> terminates on the first step, collecting only its reward 2.
+    assert ev.returns(np.zeros(1), np.ones((1, 5, 1)), np.random.default_rng(0))[0] == pytest.approx(2.0)
+    ev = TrajectoryEvaluator(RecordingModel(nan_above=5.0), None, None, "expectation")
+    values = ev.returns(np.zeros(1), np.stack([np.ones((5, 1)), np.zeros((5, 1)) - 1]), np.random.default_rng(0))
+    assert values[0] == NONFINITE_RETURN and values[1] > NONFINITE_RETURN
+
+
+def test_predict_members_routes_each_row_through_its_member() -> None:
+    model = _fitted_model()
+    rng = np.random.default_rng(1)
+    obs, act = rng.normal(size=(9, 3)), rng.uniform(-1, 1, size=(9, 2))
+    members = np.array([2, 0, 1, 1, 0, 2, 2, 0, 1])
+    step = model.predict_members(obs, act, members, deterministic=True)
+    x = model.input_normalizer.normalize(torch.as_tensor(model._inputs(obs, act))).float()
+    with torch.no_grad():
+        mean, _ = model.ensemble(x)
+    elite = model.ensemble.elite_idx.numpy()
+    y = model.output_normalizer.denormalize(mean[elite[members], np.arange(9)].double()).numpy()
+    np.testing.assert_allclose(step.next_obs, obs + y[:, 1:], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(step.reward, y[:, 0], rtol=1e-5, atol=1e-6)
+    # The blocked fast path (rows sorted in equal blocks per member) agrees with the general one.
+    order = np.argsort(members, kind="stable")
+    blocked = model.predict_members(obs[order], act[order], members[order], deterministic=True)
+    np.testing.assert_allclose(blocked.next_obs, step.next_obs[order], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="member indices"):
+        model.predict_members(obs, act, members + 1, deterministic=True)
+    with pytest.raises(ValueError, match="rng"):
+        model.predict_members(obs, act, members)
+
+
+@pytest.mark.parametrize(("propagation", "particles"), [("tsinf", 6), ("tsinf", 2), ("expectation", 1)])
+def test_batched_evaluation_equals_a_loop(propagation: str, particles: int) -> None:
+    model = _fitted_model()
+    ev = TrajectoryEvaluator(
+        model, lambda o, a, n: -(n**2).sum(axis=1), None, propagation, particles, sample_noise=False
+    )
+    rng = np.random.default_rng(3)
+    obs, seqs = rng.normal(size=3), rng.uniform(-1, 1, size=(7, 5, 2))
+    batched = ev.returns(obs, seqs, np.random.default_rng(0))
+    looped = np.array([ev.returns(obs, seqs[i : i + 1], np.random.default_rng(0))[0] for i in range(7)])
+    np.testing.assert_allclose(batched, looped, rtol=1e-5)
+
+
+def test_shape_mismatches_are_refused() -> None:
+    model = _fitted_model()
+    ev = TrajectoryEvaluator(model, None, None)
+    with pytest.raises(ValueError, match="3-dim observations"):
+        ev.returns(np.zeros(4), np.zeros((2, 3, 2)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="2-dim actions"):
+        ev.returns(np.zeros(3), np.zeros((2, 3, 1)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="takes 2-dim"):
+        MPCPlanner(ev, CEMOptimizer(np.array([-1.0]), np.array([1.0])), 5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="horizon"):
+        MPCPlanner(ev, CEMOptimizer(-np.ones(2), np.ones(2)), 0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="propagation"):
+        TrajectoryEvaluator(model, None, None, "moment-matching")
+
+
+def test_planner_warm_starts_with_the_shifted_plan() -> None:
+    model = _fitted_model()
+    planner = MPCPlanner(
+        TrajectoryEvaluator(model, None, None, "expectation"),
+        CEMOptimizer(-np.ones(2), np.ones(2)),
+        4,
+        np.random.default_rng(0),
+    )
+    np.testing.assert_array_equal(planner.initial_plan(), np.zeros((4, 2)))
+    plan = planner.plan(np.zeros(3))
+    np.testing.assert_array_equal(planner.initial_plan(), np.concatenate([plan[1:], np.zeros((1, 2))]))
+    planner.horizon = 2
+    np.testing.assert_array_equal(planner.initial_plan(), plan[1:3])
+    planner.horizon = 6
+    np.testing.assert_array_equal(planner.initial_plan(), np.concatenate([plan[1:], np.zeros((3, 2))]))
+    planner.reset()
+    np.testing.assert_array_equal(planner.initial_plan(), np.zeros((6, 2)))
+    action = planner.act(np.zeros(3))
+    assert action.shape == (2,) and action.dtype == np.float32 and len(planner.latencies) == 1
