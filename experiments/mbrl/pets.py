@@ -6,11 +6,14 @@ uniform-random warm-up steps). A PETS run stops at its first evaluation that rea
 update per step come from the MBPO benchmark's saved runs for the same seeds
 (``experiments/mbrl/sample_efficiency.py``), wherever those have finished.
 
-    OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/pets.py
+    OMP_NUM_THREADS=1 python experiments/mbrl/pets.py --envs Pendulum-v1 --budget 2000
+    OMP_NUM_THREADS=1 python experiments/mbrl/pets.py --envs InvertedPendulum-v5 --budget 1000
 
 Each finished (env, arm, seed) run is saved in ``results/pets_partial/<env>[_<tag>]/`` at once and reused on a rerun
-with the same settings, so a killed benchmark resumes where it stopped. Writes ``results/pets.json`` (the command,
-settings, every run and the summary under ``envs.<env>.<arm>``) and ``results/pets.png`` (evaluation curves).
+with the same settings, so a killed benchmark resumes where it stopped. Writes ``results/pets.json`` (per env the
+command that made it, the summary under ``envs.<env>.<arm>`` and every run; envs of earlier calls are kept),
+``results/pets.png`` (evaluation curves) and ``results/pets.md`` (the table the README quotes). Every run uses
+PETSConfig's defaults apart from the protocol's settings above.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import tyro
 
 from mbrl.sample_efficiency import PROTOCOL as MBPO_PROTOCOL
 from mbrl.sample_efficiency import THRESHOLDS
-from planning.mpc.benchmark import PETS_ARMS, PETSSettings, collect_pets_runs, summarize_env
-from rolloutlab.checkpoint import atomic_write_json
+from planning.mpc.benchmark import PETS_ARMS, PETSSettings, collect_pets_runs, pets_table, summarize_env
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -120,20 +123,23 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
     seeds = [int(s) for s in args.seeds.split(",")]
     suffix = f"_{args.tag}" if args.tag else ""
     out = results / f"pets{suffix}.json"
-    all_records: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
+    commands: dict[str, str] = {}
+    all_records: list[dict[str, Any]] = []
 
     def write() -> None:
-        atomic_write_json(
-            out,
-            {
-                "command": command_line(args),
-                "args": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(args).items()},
-                "envs": summary,
-                "runs": all_records,
-            },
-        )
-        plot(results / f"pets{suffix}.png", all_records, {e: THRESHOLDS[e] for e in envs})
+        # Envs written by other calls (e.g. one process per env) are kept, each with the command that made it; the
+        # file is re-read just before every write so that parallel calls do not drop each other's envs.
+        previous = json.loads(out.read_text()) if out.exists() else {"envs": {}, "runs": [], "commands": {}}
+        kept = [e for e in previous["envs"] if e not in summary]
+        merged = {
+            "commands": {**{e: previous["commands"][e] for e in kept}, **commands},
+            "envs": {**{e: previous["envs"][e] for e in kept}, **summary},
+            "runs": [r for r in previous["runs"] if r["env"] in kept] + all_records,
+        }
+        atomic_write_json(out, merged)
+        atomic_write_text(out.with_suffix(".md"), pets_table(merged["envs"]))
+        plot(results / f"pets{suffix}.png", merged["runs"], {e: THRESHOLDS[e] for e in merged["envs"]})
 
     for env_id in envs:
         settings = PETSSettings(
@@ -159,6 +165,7 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
         )
         reference, reference_budget = mbpo_reference(args.mbpo_results, env_id)
         summary[env_id] = summarize_env(settings, records, reference, reference_budget)
+        commands[env_id] = command_line(args)
         all_records += [{"env": env_id, **r} for r in records]
         write()
     for env_id, entry in summary.items():

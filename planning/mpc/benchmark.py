@@ -219,3 +219,35 @@ def summarize_env(
             entry[SAC_UTD1] = _arm_entry(steps_of(SAC_UTD1), reference_budget)
         entry["reference_budget"] = reference_budget
     return entry
+
+
+def _steps_cell(item: Mapping[str, Any]) -> str:
+    steps = ", ".join("never" if s is None else str(s) for s in item["steps_to_threshold"])
+    return steps
+
+
+def pets_table(envs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The markdown table of ``pets.json``'s ``envs`` (the README and docs quote it; a test checks they agree)."""
+    lines = [
+        "| env | arm | steps to threshold (per seed) | median | never | plan ms p50 / p95 | target | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for env_id, entry in envs.items():
+        target = entry["targets"]["median_steps_to_threshold"]
+        for arm in (*PETS_ARMS, "mbpo", "sac_utd1"):
+            if arm not in entry:
+                continue
+            item = entry[arm]
+            name = f"{arm} ({item['arm']})" if arm == "mbpo" else arm
+            median = f"{item['median_steps_to_threshold']:.0f}" + (" (censored)" if item["median_censored"] else "")
+            if arm in PETS_ARMS:
+                plan = f"{item['plan_ms_p50']:.1f} / {item['plan_ms_p95']:.1f}"
+                goal = f"≤ {target} steps, ≤ {PLAN_MS_TARGET:.0f} ms"
+                met = f"steps {'yes' if item['steps_met'] else 'no'}, ms {'yes' if item['plan_ms_met'] else 'no'}"
+            else:
+                plan, goal, met = "—", "—", "—"
+            lines.append(
+                f"| {env_id} | {name} | {_steps_cell(item)} | {median} | {item['never_reached']} | {plan} | {goal} "
+                f"| {met} |"
+            )
+    return "\n".join(lines) + "\n"

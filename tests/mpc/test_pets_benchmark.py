@@ -68,3 +68,21 @@ def test_config_lays_the_protocol_over_the_defaults() -> None:
     assert cfg.cem.population == 64 and cfg.cem.iterations == 3  # one field overridden, the rest kept
     with pytest.raises(ValueError, match="unknown PETS arm"):
         pets_config(SETTINGS, "pets_adam", 0)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "experiments" / "mbrl" / "results"
+
+
+@pytest.mark.skipif(not (RESULTS / "pets.json").exists(), reason="the PETS benchmark has not been run")
+def test_committed_pets_table_is_generated_from_its_json_and_quoted() -> None:
+    from planning.mpc.benchmark import pets_table
+
+    data = json.loads((RESULTS / "pets.json").read_text())
+    table = (RESULTS / "pets.md").read_text()
+    assert table == pets_table(data["envs"])
+    assert table in (ROOT / "README.md").read_text()
+    assert table in (ROOT / "docs" / "mpc.md").read_text()
+    for env_id, entry in data["envs"].items():
+        runs = [r for r in data["runs"] if r["env"] == env_id]
+        assert entry["seeds"] == sorted({r["seed"] for r in runs}) and env_id in data["commands"]
