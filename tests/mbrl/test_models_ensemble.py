@@ -209,3 +209,19 @@ def test_last_good_snapshot_holds_normalizers_and_old_states_still_load(tmp_path
     fresh.restore_last_good()
     got = fresh.predict(data[0][:20], data[1][:20], np.random.default_rng(5)).next_obs
     np.testing.assert_array_equal(got, expected)
+
+
+def test_running_a_subset_of_members_equals_slicing_the_full_ensemble() -> None:
+    # The PETS planner runs one member per row (DynamicsModel.predict_members); it must see the numbers the whole
+    # ensemble gives, up to float32 rounding (a batched matmul over fewer members may round differently).
+    ens = GaussianEnsemble(5, 4, ensemble_size=7, hidden_size=16, num_layers=2, seed=0)
+    x = torch.randn(33, 5, generator=torch.Generator().manual_seed(1))
+    members = torch.tensor([6, 2, 3])
+    with torch.no_grad():
+        full_mean, full_logvar = ens(x)
+        mean, logvar = ens(x, members)
+        per_slot, _ = ens(x[:11].reshape(1, 11, 5).expand(3, -1, -1).contiguous(), members)
+    assert mean.shape == (3, 33, 4)
+    torch.testing.assert_close(mean, full_mean[members], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(logvar, full_logvar[members], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(per_slot, full_mean[members, :11], rtol=1e-6, atol=1e-6)
