@@ -115,12 +115,14 @@ def train(
             cfg = load_config(config, overrides)
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        import gymnasium as gym
+
         run_dir = make_run_dir(f"{algo}-{cfg.env_id}", cfg.seed, root=out, config=cfg)
         try:
             run = driver(cfg, run_dir=run_dir)
-        except ValueError as exc:
-            # A configuration the driver refuses before any work (e.g. PETS without a reward function): leave no
-            # run directory behind that looks like a started run.
+        except (ValueError, gym.error.Error) as exc:
+            # A configuration the driver refuses before any work (PETS without a reward function, an unknown env
+            # id): leave no run directory behind that looks like a started run.
             shutil.rmtree(run_dir, ignore_errors=True)
             raise typer.BadParameter(str(exc), param_hint="--config/--env/--controller") from exc
     run.learn()

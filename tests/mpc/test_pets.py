@@ -150,5 +150,7 @@ def test_cli_trains_pets_and_refuses_a_zero_horizon(tmp_path: Path) -> None:
     bad = runner.invoke(app, [*common, "--controller", "fixed:0", "--config", str(config)])
     assert bad.exit_code == 2 and "planning horizon of 0" in _text(bad.output)
     assert list(out.iterdir()) == [run_dir]  # the refused run left no directory behind
+    no_env = runner.invoke(app, ["mbrl", "train", "--algo", "mbpo", "--env", "NoSuchEnv-v0", "--out", str(out)])
+    assert no_env.exit_code == 2 and "NoSuchEnv" in _text(no_env.output) and list(out.iterdir()) == [run_dir]
     unknown = runner.invoke(app, ["mbrl", "train", "--algo", "petz"])
     assert unknown.exit_code == 2 and "choose one of dyna, mbpo, pets" in _text(unknown.output)
