@@ -12,10 +12,11 @@ squares are read too).
 
 from __future__ import annotations
 
+import importlib.resources
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from envs.wordle_rules import GREEN, GREY, YELLOW, encode_pattern
+from envs.wordle_rules import GREEN, GREY, YELLOW, WordLists, encode_pattern, feedback, parse_word_list
 from planning.wordle.model import WordleBelief
 from planning.wordle.solver import Alternative, WordleSolver
 
@@ -39,7 +40,30 @@ HELP = """\
 Type the word you played and the colours you got, e.g.  salet bybbg
   colours: g/y/b letters (green, yellow, black), digits 2/1/0, or the squares 🟩🟨⬛, one per letter
   only the colours (e.g. bybbg) means you played my suggestion
-Commands: undo (take back the last guess), help, quit"""
+Commands: undo (take back the last guess), help, quit
+When the colours rule out every listed answer: extend (go on over the extended hidden list), extend all (over every
+allowed word)"""
+
+#: The commands that continue a game over a wider answer list, and what each list is.
+FALLBACKS = {"extend": "extended hidden list", "extend all": "whole allowed list"}
+#: Alex Selby's extended hidden list (envs/wordle_data/SOURCE.md): the NYT now picks answers beyond the original 2315.
+EXTENDED_LIST = "nyt_hidden_extended_3158.txt"
+
+
+def words_that_fit(words: tuple[str, ...] | list[str], history: list[tuple[str, tuple[int, ...]]]) -> list[str]:
+    """The ``words`` that would have given every ``(guess, colours)`` of ``history``, in their order."""
+    return [w for w in words if all(feedback(guess, w) == colours for guess, colours in history)]
+
+
+def _fit(n: int) -> str:
+    return f"{count(n, 'word')} {'fits' if n == 1 else 'fit'}"
+
+
+def extended_answers(allowed: tuple[str, ...]) -> list[str]:
+    """The extended hidden list's words that are also allowed guesses of the current lists."""
+    text = (importlib.resources.files("envs.wordle_data") / EXTENDED_LIST).read_text(encoding="utf-8")
+    allowed_set = set(allowed)
+    return [w for w in parse_word_list(text, "extended hidden list") if w in allowed_set]
 
 
 class InputError(ValueError):
@@ -127,6 +151,8 @@ class Assistant:
         self.state = _State(solver.root())
         self.undo_stack: list[_State] = []
         self.solved = False
+        # After colours that no listed answer gives: the move and, per fallback command, the words that fit.
+        self.pending: tuple[list[tuple[str, tuple[int, ...]]], dict[str, list[str]]] | None = None
 
     @property
     def depth(self) -> int:
@@ -198,6 +224,7 @@ class Assistant:
                 return True
             self.state = self.undo_stack.pop()
             self.solved = False
+            self.pending = None
             self.write("Took back the last guess.")
             if self.state.history:
                 self._report()
@@ -205,6 +232,9 @@ class Assistant:
             return True
         if not text:
             self.write("Type your guess and its colours, or `help`.")
+            return True
+        if command in FALLBACKS:
+            self._extend(command)
             return True
         if self.solved:
             self.write("This game is solved: `undo` to go back, or `quit`.")
@@ -249,14 +279,67 @@ class Assistant:
         solver = self.solver
         guess = solver.lists.allowed.index(word)
         belief = solver.model.observe(self.state.belief, guess, encode_pattern(colours))
+        self.pending = None
         if belief.candidates.size == 0:
-            self.write(
-                f"No answer in the list gives {squares(colours)} for {word.upper()}; "
-                "check the colours (nothing changed)."
-            )
+            self._offer_fallback(word, colours)
             return
         self.undo_stack.append(self.state)
         self.state = _State(belief, [*self.state.history, (word, colours)])
+        self._after_move(word, colours)
+
+    def _offer_fallback(self, word: str, colours: tuple[int, ...]) -> None:
+        """No listed answer fits: say which wider lists still have words that fit, and how to go on over them."""
+        solver = self.solver
+        history = [*self.state.history, (word, colours)]
+        listed = set(solver.lists.answers)
+        pools = {
+            "extend": words_that_fit([w for w in extended_answers(solver.lists.allowed) if w not in listed], history),
+            "extend all": words_that_fit([w for w in solver.lists.allowed if w not in listed], history),
+        }
+        lines = [f"No answer in the {solver.lists.name} list gives {squares(colours)} for {word.upper()}."]
+        for command, words in pools.items():
+            if words:
+                shown = ", ".join(w.upper() for w in words[:5]) + (", ..." if len(words) > 5 else "")
+                lines.append(
+                    f"  `{command}`: go on over the {FALLBACKS[command]} ({_fit(len(words))} every colour so far: "
+                    f"{shown})"
+                )
+        if any(pools.values()):
+            self.pending = (history, pools)
+            lines.append("Or check the colours (nothing changed).")
+        else:
+            lines.append("No allowed word fits every colour so far either: check the colours (nothing changed).")
+        self.write("\n".join(lines))
+
+    def _extend(self, command: str) -> None:
+        """Continue the game over the words of a fallback list that fit (the answers of a new solver)."""
+        if self.pending is None or not self.pending[1][command]:
+            self.write(
+                f"`{command}` continues a game whose colours ruled out every listed answer; "
+                + ("there is none now." if self.pending is None else f"no word of the {FALLBACKS[command]} fits.")
+            )
+            return
+        history, pools = self.pending
+        old = self.solver
+        lists = WordLists(tuple(pools[command]), old.lists.allowed, f"{old.lists.name} + {FALLBACKS[command]}")
+        self.solver = WordleSolver(old.config, lists)
+        self.pending = None
+
+        def replay(moves: list[tuple[str, tuple[int, ...]]]) -> _State:
+            belief = self.solver.root()
+            for guess, colours in moves:
+                belief = self.solver.model.observe(belief, lists.allowed.index(guess), encode_pattern(colours))
+            return _State(belief, list(moves))
+
+        # Every earlier position, re-expressed over the new answers, so that `undo` keeps working.
+        self.undo_stack = [replay(state.history) for state in [*self.undo_stack, self.state]]
+        self.state = replay(history)
+        self.write(f"Going on over the {FALLBACKS[command]}: {_fit(len(lists.answers))} every colour so far.")
+        word, colours = history[-1]
+        self._after_move(word, colours)
+
+    def _after_move(self, word: str, colours: tuple[int, ...]) -> None:
+        solver = self.solver
         if all(c == GREEN for c in colours):
             self._report()
             self.solved = True

@@ -51,7 +51,7 @@ def test_whole_interactive_session(original_table: TableLoad) -> None:
     assert "4 symbols for 5 letters" in out
     assert "QWERT is not in the allowed word list" in out
     assert "'sal3t' is not a 5-letter word" in out
-    assert "No answer in the list gives 🟩🟩🟩🟩🟩 for SALET" in out
+    assert "No answer in the original list gives 🟩🟩🟩🟩🟩 for SALET" in out
     assert "Nothing to undo." in out
     assert "102 possible answers" in out and "Suggested: BROND" in out
     assert "expected guesses in all" in out
