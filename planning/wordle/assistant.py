@@ -40,7 +40,8 @@ HELP = """\
 Type the word you played and the colours you got, e.g.  salet bybbg
   colours: g/y/b letters (green, yellow, black), digits 2/1/0, or the squares 🟩🟨⬛, one per letter
   only the colours (e.g. bybbg) means you played my suggestion
-Commands: undo (take back the last guess), help, quit
+Commands: undo (take back the last guess), list (every remaining answer), why WORD (how good WORD is here),
+new (a new game), help, quit
 When the colours rule out every listed answer: extend (go on over the extended hidden list), extend all (over every
 allowed word)"""
 
@@ -144,6 +145,7 @@ class Assistant:
         use_book: bool = False,
     ) -> None:
         self.solver = solver
+        self.first_solver = solver  # `new` goes back to it after a game that went on over a fallback list
         self.use_book = use_book
         self.write = write
         self.n_alternatives = n_alternatives
@@ -236,6 +238,19 @@ class Assistant:
         if command in FALLBACKS:
             self._extend(command)
             return True
+        if command == "list":
+            words = sorted(self.solver.lists.answers[i] for i in self.state.belief.candidates)
+            self.write(f"{count(len(words), 'possible answer')}: {', '.join(w.upper() for w in words)}")
+            return True
+        if command == "new":
+            self.solver = self.first_solver
+            self.state, self.undo_stack, self.solved, self.pending = _State(self.solver.root()), [], False, None
+            self.write("New game.")
+            self.suggest()
+            return True
+        if command.startswith("why"):
+            self._why(text[3:].strip().lower())
+            return True
         if self.solved:
             self.write("This game is solved: `undo` to go back, or `quit`.")
             return True
@@ -283,9 +298,64 @@ class Assistant:
         if belief.candidates.size == 0:
             self._offer_fallback(word, colours)
             return
+        if not all(c == GREEN for c in colours):
+            self.write(self._coach(guess, int(belief.candidates.size)))
         self.undo_stack.append(self.state)
         self.state = _State(belief, [*self.state.history, (word, colours)])
         self._after_move(word, colours)
+
+    def _rate(self, guess: int) -> str:
+        """How ``guess`` compares with the solver's choice at the current position, in expected guesses in all."""
+        solver, belief, depth = self.solver, self.state.belief, self.depth
+        word = solver.lists.allowed[guess].upper()
+        if depth == 0:
+            # Valuing an opener exactly means playing every answer to the end (about a minute with rollout).
+            return f"{word} as an opener (openers are compared by `rolloutlab wordle bench --opener auto`)"
+        best = solver.lists.allowed[solver.act(belief, depth)]
+        mine = solver.value_of(belief, depth, guess)
+        if mine is None:
+            return f"{word} cannot tell the remaining answers apart"
+        risk = f", {count(mine.overruns, 'answer')} past guess {solver.config.max_guesses}" if mine.overruns else ""
+        if best == mine.word:
+            return f"{word} is my suggestion ({depth + mine.expected:.3f} expected guesses in all{risk})"
+        top = solver.value_of(belief, depth, solver.lists.allowed.index(best))
+        assert top is not None
+        gap = mine.expected - top.expected
+        return (
+            f"{word}: {depth + mine.expected:.3f} expected guesses in all{risk}; my suggestion {best.upper()}: "
+            f"{depth + top.expected:.3f} ({abs(gap):.3f} {'more' if gap >= 0 else 'fewer'})"
+        )
+
+    def _coach(self, guess: int, left: int) -> str:
+        """The coach's line on a move just typed: its value against the best guess, and how lucky the colours were."""
+        expected = self.solver.expected_left(self.state.belief, guess)
+        ratio = left / expected if expected > 0 else 1.0
+        luck = "lucky" if ratio < 0.75 else "unlucky" if ratio > 1.33 else "about as expected"
+        return (
+            f"Coach: {self._rate(guess)}. The colours left {count(left, 'answer')}, against {expected:.1f} expected "
+            f"for this guess: {luck}."
+        )
+
+    def _why(self, word: str) -> None:
+        """``why WORD``: how good WORD would be at the current position."""
+        solver = self.solver
+        if not word:
+            self.write("Usage: why WORD (e.g. `why crane`).")
+            return
+        if word not in solver.lists.allowed:
+            self.write(f"{word.upper()} is not in the allowed word list.")
+            return
+        if self.solved:
+            self.write("This game is solved: `undo` to go back, or `new`.")
+            return
+        hints = self.state.belief.hints
+        violation = None if hints is None else hints.violation(word)
+        if violation is not None:
+            self.write(f"Hard mode: {word.upper()} is not allowed here ({violation}).")
+            return
+        guess = solver.lists.allowed.index(word)
+        expected = solver.expected_left(self.state.belief, guess)
+        self.write(f"{self._rate(guess)}; it would leave {expected:.1f} answers on average.")
 
     def _offer_fallback(self, word: str, colours: tuple[int, ...]) -> None:
         """No listed answer fits: say which wider lists still have words that fit, and how to go on over them."""

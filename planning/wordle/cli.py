@@ -79,13 +79,16 @@ def play(
     book: Annotated[
         bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
     ] = True,
+    alternatives: Annotated[
+        int, typer.Option(min=1, max=50, help="Alternatives shown with each suggestion (the book holds up to 10).")
+    ] = 5,
 ) -> None:
     """Assistant for a real game: suggests guesses, reads back what you played and the colours you got."""
     from planning.wordle.assistant import Assistant
 
     solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
     try:
-        Assistant(solver, typer.echo, use_book=book).run(input)
+        Assistant(solver, typer.echo, n_alternatives=alternatives, use_book=book).run(input)
     except KeyboardInterrupt:
         # Ctrl-C is not a clean end like quit or end of input: exit 128 + SIGINT, the shell's convention.
         typer.echo("\nInterrupted.", err=True)

@@ -322,6 +322,30 @@ class WordleSolver:
             )
         return out
 
+    def value_of(self, belief: WordleBelief, depth: int, guess: int) -> Alternative | None:
+        """Exact expected guesses (this one included) of playing ``guess`` at ``belief`` and then this policy's
+        own choices (the base heuristic's, for rollout: the value rollout ranks its contenders by); ``None`` when
+        the guess can tell nothing apart (every remaining answer gives it the same colours and it is not one)."""
+        size = self.model.size(belief)
+        answer_rows = set(self.model.answer_rows[belief.candidates].tolist())
+        if self.rollout is not None:
+            scored = self.rollout.score(belief, guess, depth)
+            if scored is None:
+                return None
+            return Alternative(self.lists.allowed[guess], scored.total / size, guess in answer_rows, scored.overruns)
+        profile = action_profile(self.model, belief, guess, lambda child: self.base_evaluator.profile(child, depth + 1))
+        if profile is None:
+            return None
+        overruns = profile_overruns(profile, depth, self.config.max_guesses)
+        return Alternative(self.lists.allowed[guess], profile_total(profile) / size, guess in answer_rows, overruns)
+
+    def expected_left(self, belief: WordleBelief, guess: int) -> float:
+        """Expected number of answers left after ``guess`` (each remaining answer equally likely): ``sum n_c^2 / n``
+        over the colour classes ``c`` it splits the answers into."""
+        codes = self.model.table[guess, belief.candidates]
+        counts = np.bincount(codes.astype(np.int64))
+        return float((counts.astype(np.float64) ** 2).sum() / max(len(codes), 1))
+
     def describe(self) -> dict[str, Any]:
         """The resolved configuration, for JSON output."""
         return asdict(self.config)

@@ -1,4 +1,4 @@
-"""When the colours rule out every listed answer, the assistant offers the extended hidden list or every allowed word."""
+"""When the colours rule out every listed answer, the assistant offers the extended list or every allowed word."""
 
 from __future__ import annotations
 
