@@ -12,7 +12,7 @@ Each finished opener is saved in ``results/openers_partial/<mode>/<word>.json`` 
 the same configuration, so a killed run resumes where it stopped. Writes ``results/openers.json``: per mode every
 opener's total, optimum, excess, max, failures and seconds, and the targets' keys ``<mode>.matched_fraction`` (share
 of openers at their optimum; target >= 0.95), ``<mode>.max_excess`` (target <= 2) and ``<mode>.max_seconds``
-(targets: 30 s easy, 300 s hard).
+(targets: 30 s easy, 300 s hard); ``results/openers.md`` is the table the docs quote.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import tyro
 
 from planning.wordle.bench import run_benchmark
 from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig
-from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 OPTIMA = {"easy": HERE / "optima" / "easy_original_top105.txt", "hard": HERE / "optima" / "hard_original_top101.txt"}
@@ -90,6 +90,28 @@ def summarize(mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def table(summary: dict[str, Any]) -> str:
+    """The markdown table of ``openers.json`` that the docs quote (a test checks they agree)."""
+    lines = [
+        "| mode | openers | at the optimum | max excess | openers above it (excess) | slowest | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode in ("easy", "hard"):
+        if mode not in summary:
+            continue
+        e = summary[mode]
+        above = ", ".join(
+            f"{r['opener']} +{r['excess']}" for r in sorted(e["rows"], key=lambda r: -r["excess"]) if r["excess"]
+        )
+        met = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in e["met"].items())
+        lines.append(
+            f"| {mode} | {e['openers']} | {e['matched_fraction']:.3f} (target ≥ {e['targets']['matched_fraction']}) "
+            f"| {e['max_excess']} (target ≤ {e['targets']['max_excess']}) | {above or '—'} | {e['max_seconds']:.1f} s "
+            f"(target ≤ {e['targets']['max_seconds']:.0f} s) | {met} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(args: Args | None = None) -> dict[str, Any]:
     """Evaluate (or reuse) every opener and write ``openers.json``."""
     if args is None:
@@ -129,6 +151,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
             summary[mode] = summarize(mode, rows)
             summary["command"] = "python experiments/wordle/openers.py"
             atomic_write_json(out, summary)
+            atomic_write_text(out.with_suffix(".md"), table(summary))
         entry = summary[mode]
         print(
             f"{mode}: {entry['matched_fraction']:.3f} of {entry['openers']} openers at the optimum, max excess "
