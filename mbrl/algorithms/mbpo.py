@@ -141,7 +141,8 @@ def make_env(env_id: str) -> gym.Env:
     return gym.make(env_id)
 
 
-def _episode_seed(seed: int, episode: int) -> int:
+def episode_seed(seed: int, episode: int) -> int:
+    """The reset seed of training episode ``episode`` of a run seeded ``seed`` (MBPO's and PETS's)."""
     # Fresh, reproducible randomness per episode, so a resumed run continues the same episode stream.
     return (seed * 1_000_003 + episode) % 2**31
 
@@ -249,7 +250,7 @@ class MBPO:
         steps_at_start = self.env_steps
         while self.env_steps < cfg.total_steps:
             if self._obs is None:
-                self._obs, _ = self.env.reset(seed=_episode_seed(cfg.seed, self.episodes))
+                self._obs, _ = self.env.reset(seed=episode_seed(cfg.seed, self.episodes))
                 self._episode_return = 0.0
             if self.env_steps >= cfg.initial_random_steps and self.env_steps % cfg.model_train_freq == 0:
                 self._model_round()

@@ -33,7 +33,7 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.logger import Logger
 
-from mbrl.algorithms.mbpo import make_env
+from mbrl.algorithms.mbpo import episode_seed, make_env
 from mbrl.buffers import TransitionBuffer
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver, truncator_of
@@ -116,12 +116,8 @@ class PETSConfig:
     model: ModelConfig = field(default_factory=_pets_model_config)
 
 
-def _episode_seed(seed: int, episode: int) -> int:
-    return (seed * 1_000_003 + episode) % 2**31
-
-
-def check_config(cfg: PETSConfig) -> None:
-    """Refuse a configuration that cannot run, before any work starts.
+def check_config(cfg: PETSConfig) -> int:
+    """Refuse a configuration that cannot run, before any work starts; returns the first planning horizon.
 
     Raises:
         ValueError: unknown optimizer / propagation / reward source, a non-positive period, or a controller whose
@@ -146,9 +142,12 @@ def check_config(cfg: PETSConfig) -> None:
     controller = make_controller(cfg.controller)
     if truncator_of(controller) is not None:
         raise ValueError(f"{cfg.controller!r} truncates imagined rollouts per step; PETS needs a horizon controller")
-    first = check_first_horizon(cfg)
+    probe = {key: math.nan for key in FEEDBACK_KEYS}
+    probe.update(env_steps=0, budget_fraction=0.0, epoch=0, current_length=0)
+    first = int(controller.decide(probe))
     if first < 1:
         raise ValueError(f"controller {cfg.controller!r} sets a planning horizon of {first}; PETS needs >= 1")
+    return first
 
 
 class PETS:
@@ -174,7 +173,7 @@ class PETS:
         logger: Logger | None = None,
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
     ) -> None:
-        check_config(cfg)
+        first_horizon = check_config(cfg)
         self.cfg = cfg
         self.env = make_env(cfg.env_id)
         self.eval_env = make_env(cfg.env_id)
@@ -208,7 +207,7 @@ class PETS:
             sample_noise=cfg.sample_noise,
         )
         self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
-        self.horizon = int(check_first_horizon(cfg))
+        self.horizon = first_horizon  # in force until the first fit's decision
         self.planner = MPCPlanner(
             self.evaluator, self._optimizer(), self.horizon, np.random.default_rng([cfg.seed, 31_337])
         )
@@ -243,7 +242,7 @@ class PETS:
         started, steps_at_start = time.perf_counter(), self.env_steps
         while self.env_steps < cfg.total_steps and not self.stopped_early:
             if self._obs is None:
-                self._obs, _ = self.env.reset(seed=_episode_seed(cfg.seed, self.episodes))
+                self._obs, _ = self.env.reset(seed=episode_seed(cfg.seed, self.episodes))
                 self._episode_return = 0.0
                 self.planner.reset()
             due = self.env_steps - cfg.initial_random_steps
@@ -331,13 +330,18 @@ class PETS:
             self.horizon,
             np.random.default_rng([self.cfg.seed, 10_000, self.evaluations]),
         )
+        # Before the first fit the planner has no model: uniform actions from this evaluation's own generator.
+        random_actions = np.random.default_rng([self.cfg.seed, 10_001, self.evaluations])
         returns = []
         for episode in range(self.cfg.eval_episodes):
             obs, _ = self.eval_env.reset(seed=self.cfg.seed + 10_000 if episode == 0 else None)
             planner.reset()
             total, done = 0.0, False
             while not done:
-                action = planner.act(obs) if self.model.fitted else self.eval_env.action_space.sample()
+                if self.model.fitted:
+                    action = planner.act(obs)
+                else:
+                    action = random_actions.uniform(self.action_low, self.action_high).astype(np.float32)
                 obs, reward, terminated, truncated, _ = self.eval_env.step(action)
                 total += float(reward)
                 done = bool(terminated or truncated)
@@ -452,14 +456,6 @@ class PETS:
         run.load_state_dict(envelope["state"])
         run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
         return run
-
-
-def check_first_horizon(cfg: PETSConfig) -> int:
-    """The horizon in force before the first fit: the controller's first decision (checked ``>= 1``)."""
-    controller = make_controller(cfg.controller)
-    probe = {key: math.nan for key in FEEDBACK_KEYS}
-    probe.update(env_steps=0, budget_fraction=0.0, epoch=0, current_length=0)
-    return int(controller.decide(probe))
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> PETSConfig:

@@ -63,6 +63,9 @@ def test_evaluation_does_not_change_training(tmp_path: Path) -> None:
     a = PETS(_tiny(total_steps=100, eval_every=0), run_dir=tmp_path / "a", log_formats=()).learn()
     b = PETS(_tiny(total_steps=100, eval_every=20), run_dir=tmp_path / "b", log_formats=()).learn()
     np.testing.assert_array_equal(a.real.all().action, b.real.all().action)
+    # Same seed, same evaluations, including the random-action ones before the first fit (at 20, 40 and 60).
+    again = PETS(_tiny(total_steps=100, eval_every=20), run_dir=tmp_path / "c", log_formats=()).learn()
+    assert again.eval_history == b.eval_history and len(b.eval_history) == 5
 
 
 def test_stop_at_return_ends_the_run(tmp_path: Path) -> None:
