@@ -124,6 +124,28 @@ class _State:
     history: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Advice:
+    """What the assistant recommends at one position, for the terminal and the web page alike.
+
+    Attributes:
+        remaining: The answers that still fit, A-Z.
+        opener: The suggested first guess (before the first move only).
+        suggestion: The suggested next guess (after the first move, while more than one answer fits).
+        alternatives: The policy's contenders in display order (:func:`display_order`), with ``suggestion``.
+    """
+
+    remaining: list[str]
+    opener: str | None = None
+    suggestion: str | None = None
+    alternatives: list[Alternative] = field(default_factory=list)
+
+    @property
+    def forced(self) -> str | None:
+        """The answer, once only one fits."""
+        return self.remaining[0] if len(self.remaining) == 1 else None
+
+
 class Assistant:
     """One assistant session over a configured solver.
 
@@ -134,6 +156,8 @@ class Assistant:
         list_below: List the remaining answers when at most this many are left.
         use_book: Answer the second move from the solver's cached book of replies to its opener
             (:mod:`planning.wordle.book`), computing it at the first second move if the cache lacks it.
+        show_position: Write the board, the answers left and the suggestion after each move (a page that draws
+            them from :meth:`advice` turns this off and keeps the messages: the coach, refusals, notices).
     """
 
     def __init__(
@@ -143,6 +167,7 @@ class Assistant:
         n_alternatives: int = 5,
         list_below: int = 12,
         use_book: bool = False,
+        show_position: bool = True,
     ) -> None:
         self.solver = solver
         self.first_solver = solver  # `new` goes back to it after a game that went on over a fallback list
@@ -150,58 +175,84 @@ class Assistant:
         self.write = write
         self.n_alternatives = n_alternatives
         self.list_below = list_below
+        self.show_position = show_position
         self.state = _State(solver.root())
         self.undo_stack: list[_State] = []
         self.solved = False
         # After colours that no listed answer gives: the move and, per fallback command, the words that fit.
         self.pending: tuple[list[tuple[str, tuple[int, ...]]], dict[str, list[str]]] | None = None
+        self._advice: tuple[_State, Advice] | None = None
 
     @property
     def depth(self) -> int:
         """Guesses played so far."""
         return len(self.state.history)
 
+    def advice(self) -> Advice:
+        """The recommendation at the current position (computed once per position: the page asks again)."""
+        if self._advice is not None and self._advice[0] is self.state:
+            return self._advice[1]
+        solver, belief = self.solver, self.state.belief
+        words = sorted(solver.lists.answers[i] for i in belief.candidates)
+        if len(words) == 1:
+            advice = Advice(words)
+        elif self.depth == 0:
+            advice = Advice(words, opener=solver.lists.allowed[solver.opener()])
+        else:
+            self._prepare_book()
+            advice = Advice(
+                words,
+                suggestion=solver.lists.allowed[solver.act(belief, self.depth)],
+                alternatives=display_order(solver.alternatives(belief, self.depth, self.n_alternatives)),
+            )
+        self._advice = (self.state, advice)
+        return advice
+
+    def _prepare_book(self) -> None:
+        """Load (or build, once, saying so) the second-move book the first time a second move is asked for."""
+        solver = self.solver
+        if not (self.use_book and self.depth == 1 and solver.book is None):
+            return
+        from planning.wordle.book import book_path
+
+        if not book_path(solver).exists():
+            self.write("(Computing the replies to every feedback on the opener, once; this can take a minute.)")
+        book = solver.enable_book()
+        if book.built and book.write_error is None:
+            self.write(f"(Computed in {book.seconds:.0f} s and cached in {book.path}.)")
+        elif book.built:
+            self.write(
+                f"(Computed in {book.seconds:.0f} s, but it could not be cached ({book.write_error}); "
+                "it will be computed again next time.)"
+            )
+
     def suggest(self) -> None:
         """Print the suggestion for the current position."""
-        solver, belief = self.solver, self.state.belief
-        words = [solver.lists.answers[i] for i in belief.candidates]
-        if len(words) == 1:
-            self.write(f"It must be {words[0].upper()}.")
+        advice, limit = self.advice(), self.solver.config.max_guesses
+        if not self.show_position:
             return
-        if self.depth == 0:
-            opener = solver.lists.allowed[solver.opener()]
+        if advice.forced is not None:
+            self.write(f"It must be {advice.forced.upper()}.")
+            return
+        if advice.opener is not None:
             self.write(
-                f"Suggested opener: {opener.upper()} ({count(len(words), 'possible answer')}; "
+                f"Suggested opener: {advice.opener.upper()} ({count(len(advice.remaining), 'possible answer')}; "
                 "compare openers with `rolloutlab wordle bench --opener auto`)"
             )
             return
-        if self.use_book and self.depth == 1 and solver.book is None:
-            from planning.wordle.book import book_path
-
-            if not book_path(solver).exists():
-                self.write("(Computing the replies to every feedback on the opener, once; this can take a minute.)")
-            book = solver.enable_book()
-            if book.built and book.write_error is None:
-                self.write(f"(Computed in {book.seconds:.0f} s and cached in {book.path}.)")
-            elif book.built:
-                self.write(
-                    f"(Computed in {book.seconds:.0f} s, but it could not be cached ({book.write_error}); "
-                    "it will be computed again next time.)"
-                )
-        choice = solver.lists.allowed[solver.act(belief, self.depth)]
-        alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
-        self.write(f"Suggested: {choice.upper()}")
+        assert advice.suggestion is not None
+        self.write(f"Suggested: {advice.suggestion.upper()}")
         lines = ["  guess   expected guesses in all   could win now"]
-        for alt in display_order(alternatives):
-            late = (
-                f"   ({count(alt.overruns, 'answer')} would need > {solver.config.max_guesses})" if alt.overruns else ""
-            )
+        for alt in advice.alternatives:
+            late = f"   ({count(alt.overruns, 'answer')} would need > {limit})" if alt.overruns else ""
             lines.append(
                 f"  {alt.word.upper()}   {self.depth + alt.expected:6.3f}   {'yes' if alt.could_win else 'no'}{late}"
             )
         self.write("\n".join(lines))
 
     def _report(self) -> None:
+        if not self.show_position:
+            return
         words = [self.solver.lists.answers[i] for i in self.state.belief.candidates]
         board = "\n".join(f"  {w.upper()} {squares(c)}" for w, c in self.state.history)
         self.write(board)
@@ -427,6 +478,29 @@ class Assistant:
             self.write(f"That was guess {self.depth}: the game is over, but here is what I would play next.")
         self.suggest()
 
+    def start(self) -> None:
+        """Greet and suggest the opener: the start of every session."""
+        config = self.solver.config
+        self.write(
+            f"Wordle assistant ({config.mode} mode, {config.policy} over {config.heuristic.upper()}, "
+            f"lists: {self.solver.lists.name}). Type `help` for the input format."
+        )
+        self.suggest()
+
+    def handle_safely(self, line: str) -> bool:
+        """:meth:`handle`, except that an unforeseen error is reported and changes nothing.
+
+        A safety net: the assistant must not die mid-game on a case nobody foresaw. A move is recorded before its
+        suggestion is computed, so the position is put back, or the guess the user types again would count twice.
+        """
+        saved = (self.state, list(self.undo_stack), self.solved, self.pending, self.solver)
+        try:
+            return self.handle(line)
+        except Exception as exc:
+            self.state, self.undo_stack, self.solved, self.pending, self.solver = saved
+            self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
+            return True
+
     def run(self, read: Callable[[str], str]) -> None:
         """Run the session until ``quit`` or end of input.
 
@@ -437,26 +511,12 @@ class Assistant:
             KeyboardInterrupt: Ctrl-C, at the prompt or during a move; passed on so that the caller can exit with
                 the interrupted status (the CLI's 130) instead of the success that a plain end of input is.
         """
-        mode = self.solver.config.mode
-        self.write(
-            f"Wordle assistant ({mode} mode, {self.solver.config.policy} over {self.solver.config.heuristic.upper()}, "
-            f"lists: {self.solver.lists.name}). Type `help` for the input format."
-        )
-        self.suggest()
+        self.start()
         while True:
             try:
                 line = read("> ")
             except EOFError:
                 self.write("Bye.")
                 return
-            saved = (self.state, list(self.undo_stack), self.solved)
-            try:
-                keep_going = self.handle(line)
-            except Exception as exc:  # a safety net: the assistant must not die mid-game on an unforeseen case
-                # A move is recorded before its suggestion is computed: put it back, or the guess the user types
-                # again would count twice.
-                self.state, self.undo_stack, self.solved = saved
-                self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
-                keep_going = True
-            if not keep_going:
+            if not self.handle_safely(line):
                 return

@@ -1,5 +1,5 @@
-"""``rolloutlab wordle``: the assistant (``play``), one game against a known word (``solve``), benchmarks (``bench``)
-and the on-disk cache (``cache info``, ``cache clear``).
+"""``rolloutlab wordle``: the assistant (``play``, or ``serve`` for a local web page), one game against a known word
+(``solve``), benchmarks (``bench``) and the on-disk cache (``cache info``, ``cache clear``).
 
 Heavy work (the pattern table) happens inside the commands, so ``rolloutlab --help`` stays fast.
 """
@@ -93,6 +93,58 @@ def play(
         # Ctrl-C is not a clean end like quit or end of input: exit 128 + SIGINT, the shell's convention.
         typer.echo("\nInterrupted.", err=True)
         raise typer.Exit(code=130) from None
+
+
+@app.command()
+def serve(
+    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
+    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
+    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
+    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
+    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
+    opener: Annotated[
+        str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")
+    ] = "salet",
+    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
+    book: Annotated[
+        bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
+    ] = True,
+    alternatives: Annotated[
+        int, typer.Option(min=1, max=50, help="Alternatives shown with each suggestion (the book holds up to 10).")
+    ] = 5,
+    host: Annotated[str, typer.Option(help="Address to listen on (the default is this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
+) -> None:
+    """The assistant on a local web page: type guesses, click tiles to set the colours, read the coach."""
+    import webbrowser
+
+    from werkzeug.serving import make_server
+
+    from planning.wordle.web import WebGame, create_app
+
+    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    app_ = create_app(WebGame(solver, n_alternatives=alternatives, use_book=book))
+    try:
+        server = make_server(host, port, app_, threaded=True)
+    except OSError as exc:  # address not on this machine, no permission
+        typer.echo(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); pass another --port", err=True)
+        raise typer.Exit(code=2) from None
+    except SystemExit:  # werkzeug has printed "Address already in use" and exits 1; a usage error here is 2
+        typer.echo(f"error: cannot listen on {host}:{port} (in use); pass another --port", err=True)
+        raise typer.Exit(code=2) from None
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}/"
+    typer.echo(f"Wordle assistant on {url} ({solver.config.mode} mode, lists: {solver.lists.name}); Ctrl-C stops it.")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo("note: listening beyond this machine; anyone who can reach it plays the same game.", err=True)
+    if open_browser:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        typer.echo("\nStopped.")
+    finally:
+        server.server_close()
 
 
 @app.command()
