@@ -174,6 +174,46 @@ def make_perturbed(env_id: str, physics: Mapping[str, float] | None = None) -> g
     return gym.make(PERTURBED_IDS[env_id], **kwargs)
 
 
+def parse_physics(env_id: str, text: str) -> dict[str, float]:
+    """Physics from a command line: ``test`` (the paper's perturbation), ``nominal``, or ``name=value`` pairs
+    separated by commas or spaces (e.g. ``gravity=11,link_mass_1=1.3``), applied on top of the nominal physics.
+
+    Raises:
+        ValueError: An unknown env or parameter, a pair without ``=``, a repeated name, or a value that is not a
+            positive finite number; the message lists the known parameters.
+    """
+    _check_base(env_id)
+    choice = text.strip()
+    if choice == "test":
+        return dict(TEST_PHYSICS[env_id])
+    if choice == "nominal":
+        return dict(NOMINAL_PHYSICS[env_id])
+    known = sorted(NOMINAL_PHYSICS[env_id])
+    physics = dict(NOMINAL_PHYSICS[env_id])
+    seen: set[str] = set()
+    pairs = [part for part in choice.replace(",", " ").split() if part]
+    if not pairs:
+        raise ValueError(f"no physics given: use test, nominal or name=value pairs ({', '.join(known)})")
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(f"physics {pair!r}: use test, nominal or name=value pairs ({', '.join(known)})")
+        if name not in physics:
+            raise ValueError(f"unknown physics parameter {name!r} for {env_id}; known: {', '.join(known)}")
+        if name in seen:
+            raise ValueError(f"physics parameter {name!r} given twice")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"physics {pair!r}: {value!r} is not a number") from None
+        if not (np.isfinite(number) and number > 0):
+            raise ValueError(f"physics {pair!r}: the value must be a positive finite number")
+        seen.add(name)
+        physics[name] = number
+    return physics
+
+
 def env_factory(env_id: str, physics: Mapping[str, float] | None = None) -> Callable[[], gym.Env]:
     """A picklable zero-argument factory for :func:`make_perturbed` (for vector envs and worker processes)."""
     _check_base(env_id)

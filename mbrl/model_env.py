@@ -113,6 +113,34 @@ class RolloutResult:
         )
 
 
+@dataclass(frozen=True)
+class ModelEpisodes:
+    """Model episodes of :meth:`ModelEnv.episodes`.
+
+    Attributes:
+        returns: ``[N]`` model returns.
+        lengths: ``[N]`` model episode lengths.
+        disagreement_by_step: Per step, the ensemble disagreement of the episodes still running at it.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    disagreement_by_step: list[np.ndarray]
+
+    @property
+    def disagreement(self) -> float:
+        """Mean ensemble disagreement over every live step (NaN without steps)."""
+        values = np.concatenate(self.disagreement_by_step) if self.disagreement_by_step else np.zeros(0)
+        return float(values.mean()) if values.size else float("nan")
+
+    def disagreement_within(self, steps: int) -> float:
+        """Mean ensemble disagreement over the first ``max(steps, 1)`` steps of the episodes: how uncertain the model
+        is over the horizon a rollout of that length would use (the disagreement at the current K)."""
+        head = self.disagreement_by_step[: max(int(steps), 1)]
+        values = np.concatenate(head) if head else np.zeros(0)
+        return float(values.mean()) if values.size else float("nan")
+
+
 class ModelEnv:
     """A learned model as a batched environment for imagined rollouts.
 
@@ -277,14 +305,11 @@ class ModelEnv:
 
     def episodes(
         self, start_obs: np.ndarray, policy: PolicyFn, max_steps: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, float]:
+    ) -> ModelEpisodes:
         """Whole model episodes (elite means, no sampling noise) from ``start_obs [N, obs_dim]`` under ``policy``.
 
         Used for the model-error feedback of Bhatia, Thomas & Zilberstein (2022, section 4): the same policy's
         return and length in the model minus those in the real environment from the same start states.
-
-        Returns:
-            Returns ``[N]``, lengths ``[N]`` and the mean ensemble disagreement over every live step.
         """
         n = start_obs.shape[0]
         obs = np.asarray(start_obs, dtype=np.float64)
@@ -304,8 +329,7 @@ class ModelEnv:
             obs = nxt
             if not alive.any():
                 break
-        values = np.concatenate(disagreement) if disagreement else np.zeros(0)
-        return returns, lengths, float(values.mean()) if values.size else float("nan")
+        return ModelEpisodes(returns, lengths, disagreement)
 
     def _empty(self) -> Transitions:
         return Transitions(

@@ -14,6 +14,10 @@ Feedback vocabulary (:data:`FEEDBACK_KEYS`, reported by MBPO and Dyna-DQN alike;
   states under the same policy, minus the real ones (signed; Bhatia, Thomas & Zilberstein 2022, section 4).
 * ``model_holdout_loss`` / ``model_holdout_mse``: world-model holdout NLL and MSE of the latest fit.
 * ``disagreement_mean``: mean ensemble disagreement along those model episodes.
+* ``disagreement_at_k``: the same over their first ``max(K, 1)`` steps, the horizon the current ``K`` uses.
+* ``td_error_mean``: mean absolute one-step TD error of the value function against its target network on
+  :data:`TD_SAMPLE` real transitions (Dyna: the Q-network; MBPO: SAC's first critic, bootstrapping with the
+  deterministic action, no entropy term), drawn from its own generator so that training is untouched.
 * ``env_steps``, ``budget_fraction``: interaction used so far.
 
 Progress keys added by the driver at each decision: ``epoch`` (decision index from 0), ``budget_fraction`` and
@@ -39,9 +43,13 @@ FEEDBACK_KEYS: tuple[str, ...] = (
     "model_holdout_loss",
     "model_holdout_mse",
     "disagreement_mean",
+    "disagreement_at_k",
+    "td_error_mean",
     "env_steps",
     "budget_fraction",
 )
+#: Real transitions behind the ``td_error_mean`` feedback (per run).
+TD_SAMPLE = 1_000
 
 
 class RolloutTruncator(Protocol):

@@ -41,7 +41,7 @@ from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_no
 from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
 from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
-from mbrl.phases import FEEDBACK_KEYS, RolloutTruncator
+from mbrl.phases import FEEDBACK_KEYS, TD_SAMPLE, RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
 
 __all__ = ["FEEDBACK_KEYS", "ZOO_DQN", "BatchedDynaDQN", "DynaConfig", "dyna_model_config"]
@@ -659,10 +659,33 @@ class BatchedDynaDQN:
             fb["seconds"] = elapsed
         return feedback
 
+    @torch.no_grad()
+    def _td_errors(self) -> np.ndarray:
+        """Per run, the mean absolute one-step TD error of the Q-network against its target network on up to
+        :data:`TD_SAMPLE` of the run's real transitions (``td_error_mean``: how far value learning is from a fixed
+        point on the data it has). The sample comes from its own generator, so training is untouched."""
+        size = len(self.real)
+        if size == 0:
+            return np.full(self.num_runs, np.nan)
+        n = min(size, TD_SAMPLE)
+        idx = np.stack(
+            [
+                np.random.default_rng([self.run_seeds[i], 104_729, self.phase]).choice(size, n, replace=False)
+                for i in range(self.num_runs)
+            ]
+        )
+        batch = self.real.gather(idx)
+        q = self.q(torch.as_tensor(batch.obs)).gather(-1, torch.as_tensor(batch.action).unsqueeze(-1)).squeeze(-1)
+        next_q = self.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values
+        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
+        target = torch.as_tensor(batch.reward) + not_done * self.cfg.gamma * next_q
+        return (q - target).abs().mean(dim=1).double().numpy()
+
     def _feedback(self) -> list[dict[str, float]]:
         """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit."""
         nan = float("nan")
         returns, lengths, starts = self._greedy_episodes(self.cfg.eval_episodes, None, seed_offset=self.phase)
+        td_errors = self._td_errors()
         feedback = []
         for i in range(self.num_runs):
             stats = self._phase_stats[i]
@@ -673,6 +696,7 @@ class BatchedDynaDQN:
                 "env_steps": float(self.steps_done),
                 "budget_fraction": self.steps_done / self.budget,
                 "k": float(self.ks[i]),
+                "td_error_mean": float(td_errors[i]),
                 "epsilon": self.exploration_rate(),
                 "model_transitions": stats.get("model_transitions", 0.0),
                 "rollout_disagreement_mean": stats.get("rollout_disagreement_mean", nan),
@@ -682,13 +706,13 @@ class BatchedDynaDQN:
             }
             if self.model_fitted[i]:
                 rng = np.random.default_rng([self.run_seeds[i], 7_919, self.phase])
-                m_ret, m_len, fb["disagreement_mean"] = self.model_envs[i].episodes(
-                    starts[i], self._policy(i, 0.0), self.max_episode_steps, rng
-                )
-                fb["model_return_error"] = float(np.mean(m_ret - returns[i]))
-                fb["model_length_error"] = float(np.mean(m_len - lengths[i]))
+                model = self.model_envs[i].episodes(starts[i], self._policy(i, 0.0), self.max_episode_steps, rng)
+                fb["model_return_error"] = float(np.mean(model.returns - returns[i]))
+                fb["model_length_error"] = float(np.mean(model.lengths - lengths[i]))
+                fb["disagreement_mean"] = model.disagreement
+                fb["disagreement_at_k"] = model.disagreement_within(self.ks[i])
             else:
-                fb.update(model_return_error=nan, model_length_error=nan, disagreement_mean=nan)
+                fb.update(model_return_error=nan, model_length_error=nan, disagreement_mean=nan, disagreement_at_k=nan)
             metrics = self._last_model_metrics[i]
             fb["model_holdout_loss"] = metrics.get("model/holdout_nll", nan)
             fb["model_holdout_mse"] = metrics.get("model/holdout_mse", nan)

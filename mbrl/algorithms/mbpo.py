@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.logger import Logger
@@ -39,7 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from mbrl.buffers import MixedReplayBuffer, ModelBuffer, TransitionBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import DynamicsModel, ModelConfig
-from mbrl.phases import RolloutLengthDriver
+from mbrl.phases import TD_SAMPLE, RolloutLengthDriver
 from mbrl.run_state import capture_rng, capture_sac, restore_rng, restore_sac
 from mbrl.termination import termination_fn
 from meta.controllers import make_controller
@@ -312,8 +313,29 @@ class MBPO:
             "disagreement_by_step": by_step,
             "first_step_disagreement": last.first_step_disagreement if last else np.zeros(0),
         }
+        feedback["td_error_mean"] = self._td_error()
         feedback.update(self._model_errors())
         return feedback
+
+    @torch.no_grad()
+    def _td_error(self) -> float:
+        """Mean absolute one-step TD error of SAC's first critic against its target critics on up to ``TD_SAMPLE``
+        real transitions, bootstrapping with the deterministic action (``td_error_mean``; the entropy term is left
+        out so that no policy sample is drawn). The sample comes from its own generator; training is untouched."""
+        size = len(self.real)
+        if size == 0:
+            return math.nan
+        rng = np.random.default_rng([self.cfg.seed, 104_729, self.decided_epoch])
+        batch = self.real.take(rng.choice(size, min(size, TD_SAMPLE), replace=False))
+        obs = torch.as_tensor(batch.obs, dtype=torch.float32)
+        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32)
+        action = torch.as_tensor(self.sac.policy.scale_action(batch.action.astype(np.float32)), dtype=torch.float32)
+        q = self.sac.critic(obs, action)[0].squeeze(-1)
+        next_action = self.sac.actor(next_obs, deterministic=True)
+        next_q = torch.min(torch.cat(self.sac.critic_target(next_obs, next_action), dim=1), dim=1).values
+        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
+        target = torch.as_tensor(batch.reward, dtype=torch.float32) + not_done * self.cfg.sac.gamma * next_q
+        return float((q - target).abs().mean())
 
     def _model_errors(self) -> dict[str, float]:
         """Model-vs-real return and length of the deterministic policy from the same start states.
@@ -324,7 +346,12 @@ class MBPO:
         cfg = self.cfg
         nan = math.nan
         if not self.model.fitted or cfg.model_error_episodes <= 0:
-            return {"model_return_error": nan, "model_length_error": nan, "disagreement_mean": nan}
+            return {
+                "model_return_error": nan,
+                "model_length_error": nan,
+                "disagreement_mean": nan,
+                "disagreement_at_k": nan,
+            }
         env = make_env(cfg.env_id)
         max_steps = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
         starts, returns, lengths = [], [], []
@@ -343,11 +370,12 @@ class MBPO:
             return np.asarray(self.sac.predict(obs, deterministic=True)[0], dtype=np.float32)
 
         rng = np.random.default_rng([cfg.seed, 7_919, self.decided_epoch])
-        m_ret, m_len, disagreement = self.model_env.episodes(np.stack(starts), policy, max_steps, rng)
+        episodes = self.model_env.episodes(np.stack(starts), policy, max_steps, rng)
         return {
-            "model_return_error": float(np.mean(m_ret - np.asarray(returns))),
-            "model_length_error": float(np.mean(m_len - np.asarray(lengths))),
-            "disagreement_mean": disagreement,
+            "model_return_error": float(np.mean(episodes.returns - np.asarray(returns))),
+            "model_length_error": float(np.mean(episodes.lengths - np.asarray(lengths))),
+            "disagreement_mean": episodes.disagreement,
+            "disagreement_at_k": episodes.disagreement_within(self.rollout_length),
         }
 
     def _model_round(self) -> None:

@@ -30,6 +30,11 @@ def train(
     workers: Annotated[int, typer.Option(help="Worker processes sharing each round's runs.")] = 1,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address; workers become Ray actors.")] = None,
     k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
+    action_set: Annotated[
+        str, typer.Option(help="step (UP / DOWN / NOOP on the K in force) or direct (K from --k-grid).")
+    ] = "step",
+    k_init: Annotated[int, typer.Option(help="K in force before the first decision.")] = 1,
+    k_grid: Annotated[str, typer.Option(help="The lengths of the direct choice, comma-separated.")] = "0,1,2,4,8,16",
     algo: Annotated[str, typer.Option(help="Meta-agent: dqn or ppo.")] = "dqn",
     inner: Annotated[str, typer.Option(help="Inner learner: dyna (BatchedDynaDQN) or toy (analytic stand-in).")] = (
         "dyna"
@@ -60,7 +65,11 @@ def train(
         try:
             base = to_dict(load_yaml(MetaTrainConfig, config)) if config is not None else {}
             env_part = {**base.get("env", {}), "env_id": env, "budget": budget, "phase_length": phase}
-            env_part.update(k_cap=k_cap, inner=inner)
+            try:
+                grid = [int(k) for k in k_grid.split(",") if k.strip()]
+            except ValueError:
+                raise typer.BadParameter(f"{k_grid!r}: comma-separated integers", param_hint="--k-grid") from None
+            env_part.update(k_cap=k_cap, inner=inner, action_set=action_set, k_init=k_init, k_grid=grid)
             agent_part = {**base.get("agent", {}), "algo": algo}
             cfg = from_dict(MetaTrainConfig, {**base, **overrides, "env": env_part, "agent": agent_part})
         except (ConfigError, ValueError) as exc:
@@ -89,14 +98,21 @@ def evaluate(
     budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
     phase: Annotated[int, typer.Option(help="Env steps between decisions (P).")] = 5_000,
     k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
-    physics: Annotated[str, typer.Option(help="test (the paper's perturbation) or nominal.")] = "test",
+    physics: Annotated[
+        str,
+        typer.Option(
+            help="test (the paper's perturbation), nominal, or name=value pairs on top of the nominal physics, "
+            "e.g. 'gravity=11,link_mass_1=1.3' (Acrobot: gravity, link_length_1/2, link_mass_1/2; MountainCar: "
+            "gravity)."
+        ),
+    ] = "test",
     inner: Annotated[str, typer.Option(help="Inner learner: dyna or toy.")] = "dyna",
     final_episodes: Annotated[int, typer.Option(help="Greedy episodes per run for the final score.")] = 10,
     seed: Annotated[int, typer.Option(help="Inner seed shared by every arm.")] = 1,
     out: Annotated[Path, typer.Option(help="Output directory (JSON, table, plots).")] = Path("runs/meta-eval"),
 ) -> None:
     """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
-    from envs.perturbed import NOMINAL_PHYSICS, TEST_PHYSICS
+    from envs.perturbed import parse_physics
     from meta.controllers import split_specs
     from meta.rollout_length.env import MetaEnvConfig
     from meta.rollout_length.evaluate import DQN_ZOO_ARM, arm_controller, arm_key, compare, run_arms, run_dqn_zoo
@@ -105,13 +121,14 @@ def evaluate(
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
-    if physics not in ("test", "nominal"):
-        raise typer.BadParameter("choose test or nominal", param_hint="--physics")
     try:
         cfg = MetaEnvConfig(env_id=env, budget=budget, phase_length=phase, k_cap=k_cap, inner=inner)  # type: ignore[arg-type]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    phys = (TEST_PHYSICS if physics == "test" else NOMINAL_PHYSICS)[env]
+    try:
+        phys = parse_physics(env, physics)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--physics") from exc
     names = split_specs(arms)
     model_arms = [a for a in names if a != DQN_ZOO_ARM]
     keys = [arm_key(a) for a in names]
@@ -139,6 +156,6 @@ def evaluate(
     lines = ["| arm | final return (mean ± s.e.) |", "|---|---|"]
     lines += [f"| {name} | {r['mean']:.1f} ± {r['se']:.1f} |" for name, r in results.items()]
     atomic_write_text(out / "table.md", "\n".join(lines) + "\n")
-    plot_arms(results, out / "eval.png", f"{env}, test physics {phys}")
+    plot_arms(results, out / "eval.png", f"{env}, physics {phys}")
     typer.echo("\n".join(lines))
     typer.echo(f"wrote {out / 'eval.json'}, {out / 'table.md'}, {out / 'eval.png'}")

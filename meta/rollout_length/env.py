@@ -1,13 +1,18 @@
 """The meta-level MDP over an inner model-based run: ``RolloutLengthEnv`` (one run) and ``MetaVecEnv`` (B runs).
 
 One meta-episode is one inner training run under a fixed interaction budget (Bhatia, Thomas & Zilberstein 2022,
-sec. 4). Each meta-step the agent picks UP / DOWN / NOOP (:class:`meta.controllers.StepAction`), the inner learner
-runs one phase of ``phase_length`` real env steps followed by a Dyna burst with the new K, and the meta-reward is
-``J' - J``, the change in the return J attributed to the phase (the inner learner's ``mean_return``; after the last
-phase, optionally a greedy evaluation of the final policy, so that the burst of the last phase counts too).
-Undiscounted, the meta-return therefore telescopes to ``J_final - J_0``; ``J_0`` is a constant (by default minus the
-env's step limit, the return of a policy that never succeeds on MountainCar / Acrobot), so maximizing the
-meta-return maximizes the final J.
+sec. 4). Each meta-step the agent picks an action of its action set (:mod:`.actions`: UP / DOWN / NOOP on the K in
+force, or K itself from a grid), the inner learner runs one phase of ``phase_length`` real env steps with the new K,
+and the meta-reward is ``(J' - J) / reward_scale``, the change in the return J attributed to the phase (the inner
+learner's ``mean_return``; after the last phase, optionally a greedy evaluation of the final policy) on a fixed scale.
+Undiscounted, the meta-return therefore telescopes to ``(J_final - J_0) / reward_scale``; ``J_0`` is a constant (by
+default minus the env's step limit, the return of a policy that never succeeds on MountainCar / Acrobot), so
+maximizing the meta-return maximizes the final J.
+
+Why a fixed scale: raw ``J' - J`` reaches +-400 on Acrobot, and round one's meta-DQN, with gamma = 1 and a few
+thousand updates, never grew its Q-values to that size (they spanned -4..2 against Monte-Carlo returns of 132 +- 219).
+Dividing by the env's return range (by default its step limit: 500 on Acrobot, 200 on MountainCar) puts every
+meta-return in about [-1, 1], where a freshly initialized Q-network's outputs already are.
 
 ``RolloutLengthEnv`` is a plain :class:`gymnasium.Env` (it passes ``check_env``). Meta-training uses
 :class:`MetaVecEnv` instead: an SB3 :class:`~stable_baselines3.common.vec_env.VecEnv` whose B meta-episodes advance in
@@ -30,7 +35,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvS
 
 from envs.perturbed import NOMINAL_PHYSICS, PhysicsSampler, env_factory
 from mbrl.phases import RolloutLengthDriver
-from meta.controllers import Feedback, RolloutLengthController, StepAction, step_rollout_length
+from meta.controllers import Feedback, RolloutLengthController
+from meta.rollout_length.actions import DEFAULT_K_GRID, MetaActions
 from meta.rollout_length.features import CLIP, FEATURE_NAMES, FeatureScales, featurize
 from meta.rollout_length.inner import DynaFactory, InnerFactory, InnerLearner
 from meta.rollout_length.toy import ToyFactory
@@ -45,7 +51,12 @@ class MetaEnvConfig:
         budget: Real env steps per inner run (the paper: 150k / 120k; the scaled protocol: 50k).
         phase_length: Real env steps between two decisions, P (paper: 10k; scaled: 5k).
         k_cap: Largest rollout length (paper: 32).
-        k_init: Rollout length before the first decision.
+        k_init: Rollout length in force before the first decision (what the step actions start from; 1 by default,
+            so that the agent sees the model used from the start and one DOWN turns it off).
+        action_set: ``"step"`` (UP / DOWN / NOOP) or ``"direct"`` (K from ``k_grid``), see :mod:`.actions`.
+        k_grid: The lengths of the direct choice.
+        reward_scale: The meta-reward is ``(J' - J) / reward_scale``; ``None`` means the env's step limit (its
+            return range on MountainCar and Acrobot).
         randomize_physics: Draw each inner run's physics from the domain-randomization sampler (else ``physics``).
         physics: Fixed physics when not randomizing; ``None`` is the nominal env.
         j_initial: J_0, the return attributed to the untrained learner; ``None`` means minus the env's step limit.
@@ -60,7 +71,10 @@ class MetaEnvConfig:
     budget: int = 50_000
     phase_length: int = 5_000
     k_cap: int = 32
-    k_init: int = 0
+    k_init: int = 1
+    action_set: Literal["step", "direct"] = "step"
+    k_grid: list[int] = field(default_factory=lambda: list(DEFAULT_K_GRID))
+    reward_scale: float | None = None
     randomize_physics: bool = True
     physics: dict[str, float] | None = None
     j_initial: float | None = None
@@ -76,6 +90,18 @@ class MetaEnvConfig:
             raise ValueError(f"need 1 <= phase_length <= budget, got {self.phase_length}, {self.budget}")
         if not 0 <= self.k_init <= self.k_cap:
             raise ValueError(f"need 0 <= k_init <= k_cap, got {self.k_init}, {self.k_cap}")
+        if self.reward_scale is not None and not self.reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}")
+        self.actions()  # refuses a bad action set or grid now, not at the first step
+
+    def actions(self) -> MetaActions:
+        """The action set."""
+        return MetaActions(self.action_set, self.k_cap, tuple(int(k) for k in self.k_grid))
+
+    @property
+    def meta_reward_scale(self) -> float:
+        """The divisor of the meta-reward (``reward_scale``, or the step limit)."""
+        return float(self.step_limit if self.reward_scale is None else self.reward_scale)
 
     @property
     def horizon(self) -> int:
@@ -116,26 +142,28 @@ def observation_space() -> spaces.Box:
 
 
 class MetaActionController(RolloutLengthController):
-    """The meta-agent's latest action (UP / DOWN / NOOP) applied through the step rule at the next decision.
+    """The meta-agent's latest action applied to the rollout length at the next decision.
 
     The meta-MDP's agent acts from outside the learner; this controller carries its action to
-    :class:`mbrl.phases.RolloutLengthDriver`, which owns the rollout length.
+    :class:`mbrl.phases.RolloutLengthDriver`, which owns the rollout length. Without a pending action K stays.
 
     Args:
         k_init: Rollout length before the first decision.
-        k_cap: Largest rollout length.
+        actions: The action set.
     """
 
-    def __init__(self, k_init: int, k_cap: int) -> None:
-        self.k_init, self.k_cap = int(k_init), int(k_cap)
-        self.k, self.pending = self.k_init, int(StepAction.NOOP)
+    def __init__(self, k_init: int, actions: MetaActions) -> None:
+        self.k_init, self.actions = int(k_init), actions
+        self.k: int = self.k_init
+        self.pending: int | None = None
 
     def reset(self) -> None:
-        self.k, self.pending = self.k_init, int(StepAction.NOOP)
+        self.k, self.pending = self.k_init, None
 
     def decide(self, feedback: Feedback) -> int:
-        self.k = step_rollout_length(self.k, self.pending, self.k_cap)
-        self.pending = int(StepAction.NOOP)
+        if self.pending is not None:
+            self.k = self.actions.apply(self.k, self.pending)
+        self.pending = None
         return self.k
 
     def state_dict(self) -> dict[str, Any]:
@@ -159,6 +187,7 @@ class MetaRuns:
         self.inner_factory = inner_factory or config.inner_factory()
         self.sampler = sampler if sampler is not None else PhysicsSampler(config.env_id)
         self.scales = config.scales()
+        self.actions = config.actions()
         self.learner: InnerLearner | None = None
         self.driver: RolloutLengthDriver | None = None
         self.physics: list[dict[str, float]] = []
@@ -185,7 +214,9 @@ class MetaRuns:
         seed = int(rng.integers(0, 2**31 - 1))
         self.learner = self.inner_factory([env_factory(cfg.env_id, p) for p in self.physics], seed)
         self.driver = RolloutLengthDriver(
-            [MetaActionController(cfg.k_init, cfg.k_cap) for _ in range(num_runs)], k_cap=cfg.k_cap, k_init=cfg.k_init
+            [MetaActionController(cfg.k_init, self.actions) for _ in range(num_runs)],
+            k_cap=cfg.k_cap,
+            k_init=cfg.k_init,
         )
         self.k = np.full(num_runs, cfg.k_init, dtype=np.int64)
         self.j = np.full(num_runs, cfg.initial_return)
@@ -211,7 +242,9 @@ class MetaRuns:
             raise ValueError(f"expected {self.k.size} actions, got {actions.size}")
         for controller, action in zip(self.driver.controllers, actions, strict=True):
             assert isinstance(controller, MetaActionController)
-            controller.pending = int(StepAction(int(action)))
+            if not 0 <= int(action) < self.actions.n:
+                raise ValueError(f"invalid meta-action {action!r} for the {self.actions.kind!r} action set")
+            controller.pending = int(action)
         cfg = self.config
         feedback = self.driver.run_phase(self.learner, budget_fraction=self.t * cfg.phase_length / cfg.budget)
         self.k = np.asarray(self.driver.ks, dtype=np.int64)
@@ -229,7 +262,7 @@ class MetaRuns:
             # A phase without a finished episode carries the previous J forward (reward 0), keeping the telescoping.
             if not np.isfinite(j_new):
                 j_new = float(self.j[i])
-            reward = j_new - float(self.j[i])
+            reward = (j_new - float(self.j[i])) / cfg.meta_reward_scale
             self.j_prev[i], self.j[i] = self.j[i], j_new
             self.episode_return[i] += reward
             observations.append(featurize(fb, int(self.k[i]), j_new, float(self.j_prev[i]), self.scales))
@@ -248,9 +281,10 @@ class RolloutLengthEnv(gym.Env[np.ndarray, np.int64]):
     """The meta-MDP as a gymnasium env: one episode is one inner run (B = 1).
 
     Observation: :data:`~meta.rollout_length.features.FEATURE_NAMES` (normalized, see :mod:`.features`).
-    Action: ``Discrete(3)``, :class:`meta.controllers.StepAction` (DOWN, NOOP, UP).
-    Reward: ``J' - J`` (undiscounted return = ``J_final - J_0``). The episode *terminates* when the budget is spent:
-    remaining budget is part of the state, so the end is a true terminal state, not a time-limit cut.
+    Action: the config's action set (:mod:`.actions`): ``Discrete(3)`` (DOWN, NOOP, UP) or ``Discrete(len(k_grid))``.
+    Reward: ``(J' - J) / reward_scale`` (undiscounted return = ``(J_final - J_0) / reward_scale``). The episode
+    *terminates* when the budget is spent: remaining budget is part of the state, so the end is a true terminal state,
+    not a time-limit cut.
 
     Args:
         config: The meta-MDP settings (inner env id, budget, phase length, K cap, ...).
@@ -270,7 +304,7 @@ class RolloutLengthEnv(gym.Env[np.ndarray, np.int64]):
         self.config = config or MetaEnvConfig()
         self.runs = MetaRuns(self.config, inner_factory, sampler)
         self.observation_space = observation_space()
-        self.action_space = spaces.Discrete(len(StepAction))
+        self.action_space = self.config.actions().space()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -279,7 +313,9 @@ class RolloutLengthEnv(gym.Env[np.ndarray, np.int64]):
 
     def step(self, action: np.int64 | int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if not self.action_space.contains(int(action)):
-            raise ValueError(f"invalid meta-action {action!r}; expected 0 (DOWN), 1 (NOOP) or 2 (UP)")
+            actions = self.config.actions()
+            names = ", ".join(f"{a} ({actions.name(a)})" for a in range(actions.n))
+            raise ValueError(f"invalid meta-action {action!r}; expected one of {names}")
         obs, rewards, done, infos = self.runs.step([int(action)])
         return obs[0], float(rewards[0]), done, False, infos[0]
 
@@ -339,7 +375,7 @@ class MetaVecEnv(BatchedVecEnv):
         self.stream = stream
         self.render_mode = None
         self._actions: np.ndarray | None = None
-        super().__init__(num_runs, observation_space(), spaces.Discrete(len(StepAction)))
+        super().__init__(num_runs, observation_space(), config.actions().space())
 
     def reset(self) -> np.ndarray:
         key = [self.base_seed, self.round_index] + ([] if self.stream is None else [self.stream])

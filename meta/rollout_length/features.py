@@ -2,13 +2,16 @@
 
 The first five features are the paper's (Bhatia et al. 2022, sec. 4): remaining budget, current K, the average return
 J of the current policy over the last phase, and the model's signed errors in predicting an episode's return and
-length (model rollout from the same start state under the same policy, minus the real episode). Three more are added
-and documented here because the issue allows them and they are cheap: the return trend (J minus the previous phase's
-J), the world model's holdout loss and the ensemble disagreement along imagined rollouts.
+length (model rollout from the same start state under the same policy, minus the real episode). Five more are added
+and documented here because they are cheap and say how far the model and the value function can be trusted: the
+return trend (J minus the previous phase's J), the world model's holdout loss, the ensemble disagreement along model
+episodes, the same disagreement over the first ``max(K, 1)`` steps only (the horizon the current K uses) and the
+value function's mean absolute TD error on real transitions (``td_error_mean`` of :mod:`mbrl.phases`).
 
 Scales: returns and return errors are divided by ``return_scale`` (by default the env's episode step limit, so that
-MountainCar's -200 and Acrobot's -500 both map to -1); length errors by ``length_scale`` (the step limit); the loss
-and the disagreement are squashed with ``sign(x) log(1 + |x|)``. Every feature is clipped to ``[-CLIP, CLIP]``.
+MountainCar's -200 and Acrobot's -500 both map to -1); length errors by ``length_scale`` (the step limit); the loss,
+the disagreements and the TD error are squashed with ``sign(x) log(1 + |x|)``. Every feature is clipped to
+``[-CLIP, CLIP]``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "j_trend",
     "model_holdout_loss",
     "disagreement",
+    "disagreement_at_k",
+    "td_error",
 )
 #: Every feature is clipped to this magnitude (the ``Box`` bound of the meta-env's observation space).
 CLIP = 10.0
@@ -71,7 +76,8 @@ def featurize(feedback: Mapping[str, Any], k: int, j: float, j_prev: float, scal
 
     Args:
         feedback: The inner learner's phase feedback (keys ``budget_fraction``, ``model_return_error``,
-            ``model_length_error``, ``model_holdout_loss``, ``disagreement_mean``; missing or non-finite -> 0).
+            ``model_length_error``, ``model_holdout_loss``, ``disagreement_mean``, ``disagreement_at_k``,
+            ``td_error_mean``; missing or non-finite -> 0).
         k: The rollout length in force for the coming phase's decision (before the action).
         j: The return J the meta-agent attributes to the last phase (already made finite by the caller).
         j_prev: J of the phase before (for the trend).
@@ -90,5 +96,7 @@ def featurize(feedback: Mapping[str, Any], k: int, j: float, j_prev: float, scal
         (j - j_prev) / scales.return_scale,
         _squash(_finite(feedback.get("model_holdout_loss"))),
         _squash(_finite(feedback.get("disagreement_mean"))),
+        _squash(_finite(feedback.get("disagreement_at_k"))),
+        _squash(_finite(feedback.get("td_error_mean"))),
     ]
     return np.clip(np.asarray(values, dtype=np.float32), -CLIP, CLIP)

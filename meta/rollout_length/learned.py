@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from meta.controllers import Feedback, RolloutLengthController, StepAction, register_controller, step_rollout_length
+from meta.controllers import Feedback, RolloutLengthController, register_controller
 from meta.rollout_length.env import MetaEnvConfig, observation_space
 from meta.rollout_length.features import FEATURE_NAMES, featurize
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint
@@ -48,7 +48,8 @@ class LearnedController(RolloutLengthController):
         self.env_config = from_dict(MetaEnvConfig, envelope["config"]["env"])
         self.scales = self.env_config.scales()
         self.deterministic = deterministic
-        self.policy = _build_policy(state["algo"], list(state["net_arch"]))
+        self.actions = self.env_config.actions()
+        self.policy = _build_policy(state["algo"], list(state["net_arch"]), self.actions.space())
         self.policy.load_state_dict(state["policy"])
         self.policy.set_training_mode(False)
         self.k = self.env_config.k_init
@@ -68,7 +69,7 @@ class LearnedController(RolloutLengthController):
     def decide(self, feedback: Feedback) -> int:
         obs = self.observe(feedback)
         action, _ = self.policy.predict(obs, deterministic=self.deterministic)
-        self.k = step_rollout_length(self.k, StepAction(int(action)), self.env_config.k_cap)
+        self.k = self.actions.apply(self.k, int(action))
         return self.k
 
     def state_dict(self) -> dict[str, Any]:
@@ -81,10 +82,8 @@ class LearnedController(RolloutLengthController):
         return f"LearnedController({self.path!r})"
 
 
-def _build_policy(algo: str, net_arch: list[int]) -> Any:
-    from gymnasium import spaces
-
-    obs_space, act_space = observation_space(), spaces.Discrete(len(StepAction))
+def _build_policy(algo: str, net_arch: list[int], act_space: Any) -> Any:
+    obs_space = observation_space()
     if algo == "dqn":
         from stable_baselines3.dqn.policies import DQNPolicy
 

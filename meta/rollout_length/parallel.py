@@ -19,7 +19,6 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from meta.controllers import StepAction
 from meta.rollout_length.env import BatchedVecEnv, MetaEnvConfig, MetaVecEnv, observation_space
 from meta.rollout_length.inner import InnerFactory
 
@@ -83,11 +82,11 @@ def _process_main(remote: Connection, parent: Connection, args: tuple[Any, ...])
 class _ChunkedMetaVecEnv(BatchedVecEnv):
     """Base: B runs split into chunks handled by workers; subclasses say how to call the workers."""
 
-    def __init__(self, sizes: Sequence[int]) -> None:
+    def __init__(self, sizes: Sequence[int], action_space: spaces.Discrete) -> None:
         self.sizes = list(sizes)
         self.render_mode = None
         self._actions: np.ndarray | None = None
-        super().__init__(sum(self.sizes), observation_space(), spaces.Discrete(len(StepAction)))
+        super().__init__(sum(self.sizes), observation_space(), action_space)
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
@@ -151,7 +150,7 @@ class ProcessMetaVecEnv(_ChunkedMetaVecEnv):
             self.remotes.append(parent)
             self.processes.append(process)
         self.closed = False
-        super().__init__(sizes)
+        super().__init__(sizes, config.actions().space())
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         for remote, payload in zip(self.remotes, payloads, strict=True):
@@ -192,14 +191,18 @@ class RayMetaVecEnv(_ChunkedMetaVecEnv):
         except ImportError as exc:
             raise RuntimeError("--ray needs the 'distributed' extra: pip install 'rolloutlab[distributed]'") from exc
         if not ray.is_initialized():
-            ray.init(address=None if address == "local" else address, ignore_reinit_error=True)
+            if address == "local":  # an in-process cluster sized to the workers (no dashboard: nothing to serve)
+                ray.init(num_cpus=workers, include_dashboard=False, ignore_reinit_error=True)
+            else:
+                ray.init(address=address, ignore_reinit_error=True)
         self._ray = ray
-        actor_cls = ray.remote(num_cpus=1)(ChunkWorker)
+        # Ray's stubs type a remote class's handles loosely; the actors are used through `.remote()` only.
+        actor_cls: Any = ray.remote(num_cpus=1)(ChunkWorker)
         sizes = split_runs(num_runs, workers)
-        self.actors = [
+        self.actors: list[Any] = [
             actor_cls.remote(config, size, seed, round_index, w, inner_factory) for w, size in enumerate(sizes)
         ]
-        super().__init__(sizes)
+        super().__init__(sizes, config.actions().space())
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         if command == "reset":

@@ -46,6 +46,17 @@ POLICY_KIND = "meta-policy"
 class MetaAgentConfig:
     """The SB3 meta-agent's hyperparameters (counts are in meta-transitions, i.e. decisions).
 
+    Why these values. DQN is Bhatia, Thomas & Zilberstein's (2022) meta-agent; PPO is the on-policy alternative.
+    Both are small ([64, 64]) because the observation has ten features. The buffer (50k) holds every meta-transition
+    of the issue's runs (about 5,000), so nothing is forgotten. DQN makes one gradient step per meta-transition
+    collected: meta-transitions cost minutes of inner training each, so updates are cheap by comparison. Its target
+    syncs every 200 updates. Epsilon anneals from 1 to 0.05 over the first half of the run, sized to the run like
+    ``learning_starts``: a K that is only tried late cannot be valued. With the meta-reward on a fixed scale (returns
+    in about [-1, 1], :mod:`meta.rollout_length.env`), the default Adam step of 5e-4 moves the Q-values to their size
+    within a few hundred updates (``tests/meta/test_meta_values.py`` checks them against Monte-Carlo returns).
+    PPO keeps SB3's 10 epochs and adds an entropy bonus of 0.01, so that the three-way choice does not collapse
+    before the first rounds are scored.
+
     Attributes:
         algo: ``"dqn"`` (the paper's choice) or ``"ppo"``.
         learning_rate: Adam step size.
@@ -53,7 +64,8 @@ class MetaAgentConfig:
         gamma: Discount; 1.0 because the meta-reward telescopes only undiscounted (the paper's setting).
         batch_size: Minibatch size.
         buffer_size: DQN replay capacity.
-        learning_starts: DQN transitions collected before the first update.
+        learning_starts: DQN transitions collected before the first update; ``None`` sizes it to the run, 5% of its
+            meta-transitions (at least one batch), so that a short and a long run both start learning early.
         gradient_steps: DQN updates per vector step; -1 means one per transition collected.
         target_update_interval: DQN target-network sync period.
         exploration_fraction: Fraction of training over which DQN's epsilon anneals.
@@ -69,7 +81,7 @@ class MetaAgentConfig:
     gamma: float = 1.0
     batch_size: int = 64
     buffer_size: int = 50_000
-    learning_starts: int = 100
+    learning_starts: int | None = None
     gradient_steps: int = -1
     target_update_interval: int = 200
     exploration_fraction: float = 0.5
@@ -123,7 +135,9 @@ def build_agent(cfg: MetaTrainConfig, venv: VecEnv) -> BaseAlgorithm:
             venv,
             learning_rate=a.learning_rate,
             buffer_size=a.buffer_size,
-            learning_starts=a.learning_starts,
+            learning_starts=a.learning_starts
+            if a.learning_starts is not None
+            else max(a.batch_size, cfg.total_timesteps // 20),
             batch_size=a.batch_size,
             gamma=a.gamma,
             train_freq=1,

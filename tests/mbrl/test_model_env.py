@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ class _Step:
     reward: np.ndarray
     terminated_prob: np.ndarray | None
     disagreement: np.ndarray
+    finite: np.ndarray = field(default_factory=lambda: np.ones(0, bool))  # empty: every row finite
 
 
 class _CountingModel:
@@ -155,3 +156,17 @@ def test_rollout_with_a_trained_dynamics_model() -> None:
     assert len(res.transitions) == 150 and res.transitions.obs.dtype == np.float32
     assert len(res.disagreement_by_step) == 3 and all(d >= 0 for d in res.disagreement_by_step)
     assert res.transitions.truncated.sum() == 50
+
+
+def test_model_episodes_report_disagreement_overall_and_within_the_first_k_steps() -> None:
+    env = ModelEnv(_CountingModel(), _stop_at(3.0), obs_dim=1, action_shape=(1,))
+    start = np.array([[0.0], [1.0]], np.float32)
+    episodes = env.episodes(start, _policy, max_steps=10, rng=np.random.default_rng(0))
+    # x' = 1, 2, 3 and 2, 3: disagreement |x'| per live step is [1, 2], [2, 3], [3].
+    np.testing.assert_array_equal(episodes.returns, [6.0, 5.0])
+    np.testing.assert_array_equal(episodes.lengths, [3, 2])
+    assert [d.tolist() for d in episodes.disagreement_by_step] == [[1.0, 2.0], [2.0, 3.0], [3.0]]
+    assert episodes.disagreement == pytest.approx(11 / 5)
+    assert episodes.disagreement_within(0) == pytest.approx(1.5)  # K = 0 still reads one step
+    assert episodes.disagreement_within(2) == pytest.approx(2.0)
+    assert episodes.disagreement_within(50) == episodes.disagreement

@@ -100,7 +100,7 @@ def test_learned_controller_reproduces_the_meta_policy_in_the_meta_env(trained: 
     controller.load_state_dict(saved)
     assert controller.decide(rows[4]) == nxt
     controller.reset()
-    assert controller.state_dict() == {"k": 0, "j": -200.0, "j_prev": -200.0}
+    assert controller.state_dict() == {"k": 1, "j": -200.0, "j_prev": -200.0}  # K_INIT 1 by default
 
 
 def test_learned_controller_rejects_other_files(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_arm_controllers_are_controller_specs() -> None:
 
 
 def test_old_arm_names_are_refused_with_their_new_spec() -> None:
-    cfg = MetaEnvConfig(budget=10_000, phase_length=1_000, k_cap=32)
+    cfg = MetaEnvConfig(budget=10_000, phase_length=1_000, k_cap=32, k_init=0)  # round one's K_INIT
     for old, spec in LEGACY_ARMS.items():
         with pytest.raises(ValueError, match=f"{old} is now {spec}:"):
             arm_controller(old, cfg, 0)
@@ -216,8 +216,8 @@ def test_real_batched_dyna_inner_learner_drives_the_meta_env_and_the_arms() -> N
         obs, reward, done, _, info = env.step(2)
         assert env.observation_space.contains(obs)
         total += reward
-    assert info["k_schedule"] == [1, 2]
-    assert total == pytest.approx(info["final_j"] - cfg.initial_return)
+    assert info["k_schedule"] == [2, 3]  # UP twice from K_INIT = 1
+    assert total == pytest.approx((info["final_j"] - cfg.initial_return) / 500)  # Acrobot's step limit
     result = run_arm("uncertainty:95,32", cfg, runs=2, seed=1, final_episodes=1)
     assert len(result["finals"]) == 2 and result["k_schedules"] == [[32, 32], [32, 32]]
 
@@ -253,6 +253,42 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
         result = runner.invoke(app, ["eval", *args, "--arms", bad, "--out", str(out)])
         text = " ".join(result.output.replace("│", " ").split())  # the error box wraps long messages
         assert result.exit_code != 0 and message in text, (bad, result.output)
+
+    # The test physics from the command line, recorded in the report; a bad one refused before any run.
+    mine = tmp_path / "mine"
+    result = runner.invoke(
+        app, ["eval", *args, "--runs", "1", "--arms", "fixed:0", "--physics", "gravity=0.0028", "--out", str(mine)]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((mine / "eval.json").read_text())["physics"] == {"gravity": 0.0028}
+    result = runner.invoke(app, ["eval", *args, "--arms", "fixed:0", "--physics", "mass=2", "--out", str(mine)])
+    assert result.exit_code == 2 and "unknown physics parameter 'mass'" in result.output
+
+    # The direct action set from the command line.
+    direct = tmp_path / "direct"
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            *args,
+            "--episodes",
+            "2",
+            "--runs-per-round",
+            "2",
+            "--out",
+            str(direct),
+            "--action-set",
+            "direct",
+            "--k-grid",
+            "0,4,8",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (direct_run,) = [p for p in direct.iterdir() if p.is_dir()]
+    controller = make_controller(f"learned:{direct_run}")
+    assert controller.decide({"budget_fraction": 0.0}) in (0, 4, 8)
+    result = runner.invoke(app, ["train", *args, "--action-set", "direct", "--k-grid", "0,64", "--out", str(direct)])
+    assert result.exit_code == 2 and "within [0, k_cap=32]" in " ".join(result.output.replace("│", " ").split())
 
 
 def test_batched_arms_share_seeds_and_resume_from_a_phase_checkpoint(tmp_path: Path) -> None:

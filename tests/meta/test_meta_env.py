@@ -75,7 +75,7 @@ def test_reward_telescopes_to_the_final_return() -> None:
     learner = ScriptedLearner(returns)
     for j0 in (None, 0.0):
         learner.phase = 0
-        cfg = MetaEnvConfig(budget=500, phase_length=100, j_initial=j0, randomize_physics=False)
+        cfg = MetaEnvConfig(budget=500, phase_length=100, j_initial=j0, randomize_physics=False, k_init=0)
         env = RolloutLengthEnv(cfg, inner_factory=lambda env_fns, seed: learner)
         obs, _ = env.reset(seed=0)
         assert obs[FEATURE_NAMES.index("j")] == pytest.approx(cfg.initial_return / 200)
@@ -87,8 +87,10 @@ def test_reward_telescopes_to_the_final_return() -> None:
             total += reward
             steps += 1
         assert steps == cfg.horizon == 5
-        # Undiscounted meta-return = J_final - J_0; with J_0 = 0 it is the final return itself.
-        assert total == pytest.approx(-120.5 - cfg.initial_return)
+        # Undiscounted meta-return = (J_final - J_0) / 200 (MountainCar's step limit); with J_0 = 0 it is the final
+        # return itself on that scale.
+        assert cfg.meta_reward_scale == 200.0
+        assert total == pytest.approx((-120.5 - cfg.initial_return) / 200)
         assert info["final_j"] == -120.5
         assert info["k_schedule"] == [1, 2, 1, 1, 2]
     assert learner.seen_ks[:5] == [[1], [2], [1], [1], [2]]
@@ -122,7 +124,7 @@ def test_meta_env_same_seed_same_episode() -> None:
 
 
 def test_vec_env_runs_in_lockstep_and_rounds_are_seeded() -> None:
-    cfg = MetaEnvConfig(budget=300, phase_length=100, inner="toy")
+    cfg = MetaEnvConfig(budget=300, phase_length=100, inner="toy", k_init=0)
     factory = ToyFactory(phase_length=100, budget=300)
     venv = MetaVecEnv(cfg, num_runs=4, seed=7, inner_factory=factory)
     first = venv.reset()

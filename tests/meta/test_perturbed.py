@@ -128,3 +128,25 @@ def test_sampler_is_seeded_and_within_ranges(base_id: str) -> None:
     env = pickle.loads(pickle.dumps(factories[0]))()
     assert env.spec is not None and env.spec.id == PERTURBED_IDS[base_id]
     assert env_factory(base_id)().unwrapped.gravity == NOMINAL_PHYSICS[base_id]["gravity"]  # type: ignore[attr-defined]
+
+
+def test_physics_from_the_command_line() -> None:
+    from envs.perturbed import NOMINAL_PHYSICS, TEST_PHYSICS, parse_physics
+
+    assert parse_physics("Acrobot-v1", "test") == TEST_PHYSICS["Acrobot-v1"]
+    assert parse_physics("MountainCar-v0", " nominal ") == NOMINAL_PHYSICS["MountainCar-v0"]
+    mine = parse_physics("Acrobot-v1", "gravity=11, link_mass_1=1.3")
+    assert mine == {**NOMINAL_PHYSICS["Acrobot-v1"], "gravity": 11.0, "link_mass_1": 1.3}
+    assert parse_physics("Acrobot-v1", "gravity=11 link_mass_1=1.3") == mine  # spaces work as separators
+    make_perturbed("Acrobot-v1", mine).reset(seed=0)
+    for text, message in (
+        ("mass=2", "unknown physics parameter 'mass' for Acrobot-v1; known: gravity, link_length_1"),
+        ("gravity", "use test, nominal or name=value"),
+        ("gravity=heavy", "'heavy' is not a number"),
+        ("gravity=-1", "positive finite"),
+        ("gravity=nan", "positive finite"),
+        ("gravity=9,gravity=10", "given twice"),
+        ("", "no physics given"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_physics("Acrobot-v1", text)
