@@ -46,9 +46,17 @@ def _make_solver(
         lists=lists,
     )
     try:
-        return WordleSolver(config)
+        solver = WordleSolver(config)
     except (WordListError, ValueError) as exc:
         _fail(exc)
+    load = solver.table_load
+    if load.write_error is not None:
+        typer.echo(
+            f"note: built the pattern table in {load.seconds:.0f} s but could not cache it at {load.path} "
+            f"({load.write_error}); it will be built again next time (set ROLLOUTLAB_CACHE to a writable directory)",
+            err=True,
+        )
+    return solver
 
 
 def _fail(exc: Exception) -> NoReturn:

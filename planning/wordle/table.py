@@ -13,7 +13,6 @@ wrong shape, dtype or content hash is rebuilt.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -88,12 +87,15 @@ class TableLoad:
         path: Cache file.
         built: True if built now (missing or corrupt cache), False if loaded.
         seconds: Wall-clock seconds to build or load.
+        write_error: Why a table built now could not be cached at ``path`` (``None`` if it was, or if it was loaded):
+            a read-only cache directory only costs a rebuild next time, but the user should hear of it.
     """
 
     table: np.ndarray
     path: Path
     built: bool
     seconds: float
+    write_error: str | None = None
 
 
 def cache_dir() -> Path:
@@ -160,6 +162,9 @@ def load_pattern_table(lists: WordLists, directory: Path | None = None) -> Table
     if table is not None:
         return TableLoad(table, path, False, time.perf_counter() - start)
     table = build_pattern_table(lists.allowed, lists.answers)
-    with contextlib.suppress(OSError):  # a read-only cache directory only costs a rebuild next time
+    write_error = None
+    try:
         _write_cached(path, table)
-    return TableLoad(table, path, True, time.perf_counter() - start)
+    except OSError as exc:  # a read-only cache directory only costs a rebuild next time: report it, go on
+        write_error = exc.strerror or str(exc)
+    return TableLoad(table, path, True, time.perf_counter() - start, write_error)

@@ -185,6 +185,21 @@ def test_book_that_cannot_be_cached_is_not_reported_as_cached(
     assert "Traceback" not in result.output
 
 
+def test_a_table_that_cannot_be_cached_is_reported(
+    small: WordLists, small_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ROLLOUTLAB_CACHE", str(blocker / "cache"))  # a directory under a file: every write fails
+    answers, allowed = small_files
+    result = runner.invoke(
+        app, ["wordle", "solve", small.answers[3], "--lists", f"{answers},{allowed}", "--opener", "none"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "could not cache it at" in result.output and "Not a directory" in result.output
+    assert "built again next time" in result.output and "solved in" in result.output
+
+
 def test_list_error_does_not_blame_the_opener(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("crane\nslate\n")
     (tmp_path / "b.txt").write_text("crane\n")
