@@ -48,8 +48,8 @@ REQUIRED_KEYS: tuple[str, ...] = (
 )
 
 
-def run_benchmark(config: SolverConfig) -> dict[str, Any]:
-    """Evaluate ``config`` over every answer.
+def run_benchmark(config: SolverConfig, show_progress: bool = False) -> dict[str, Any]:
+    """Evaluate ``config`` over every answer (``show_progress``: a progress bar over the openers of ``auto``).
 
     Returns:
         A record with at least ``mode, policy, heuristic, top_k, opener, answers, total, mean, max, failures,
@@ -58,6 +58,7 @@ def run_benchmark(config: SolverConfig) -> dict[str, Any]:
     """
     start = time.perf_counter()
     solver = WordleSolver(config)
+    solver.show_progress = show_progress
     result = solver.evaluate()
     seconds = time.perf_counter() - start
     return {

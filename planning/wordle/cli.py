@@ -170,6 +170,7 @@ def solve(
     from planning.wordle.assistant import squares
 
     solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    solver.show_progress = True  # `--opener auto` values every candidate opener first
     try:
         moves = solver.play(word)
     except ValueError as exc:
@@ -220,7 +221,7 @@ def bench(
         exact_up_to=exact_up_to,
     )
     try:
-        record = run_benchmark(config)
+        record = run_benchmark(config, show_progress=True)
     except (WordListError, ValueError) as exc:
         _fail(exc)
     summary = {k: record[k] for k in REQUIRED_KEYS}

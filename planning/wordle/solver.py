@@ -13,6 +13,7 @@ the total stays comparable, and counted and reported separately.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -182,6 +183,8 @@ class WordleSolver:
         self.book: SecondMoveBook | None = None
         self._opener: int | None = None
         self.opener_search: list[dict[str, Any]] = []
+        #: Show a progress bar (stderr) while ``opener="auto"`` values its candidate openers (tens of seconds each).
+        self.show_progress = False
         if config.opener not in (None, "auto"):
             try:
                 self._opener = self.index_of(config.opener)
@@ -229,14 +232,20 @@ class WordleSolver:
     def _search_opener(self, root: WordleBelief) -> int:
         # Rollout at the root: each of the heuristic's top-k first guesses is judged by the exact cost of the whole
         # game under the configured policy (the greedy heuristic, or rollout) from the second guess on.
+        from tqdm.auto import tqdm
+
         best_key: tuple[int, int] | None = None
         best_guess = -1
-        for guess in self.heuristic.ranked(root, self.config.top_k, 0):
+        candidates = self.heuristic.ranked(root, self.config.top_k, 0)
+        bar = tqdm(candidates, desc="openers", unit="opener", disable=not self.show_progress, file=sys.stderr)
+        for guess in bar:
             profile = self._profile_after(root, guess)
             key = (profile_overruns(profile, 0, self.config.max_guesses), profile_total(profile))
             self.opener_search.append({"word": self.lists.allowed[guess], "total": key[1], "failures": key[0]})
             if best_key is None or key < best_key:  # strict: the heuristic's order breaks ties
                 best_key, best_guess = key, guess
+            bar.set_postfix(best=f"{self.lists.allowed[best_guess].upper()} {best_key[1]}")
+        bar.close()
         return best_guess
 
     def _profile_after(self, belief: WordleBelief, guess: int, depth: int = 0) -> np.ndarray:

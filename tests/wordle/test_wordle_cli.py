@@ -299,3 +299,13 @@ def test_alternatives_ties_are_alphabetical(original: WordLists, original_table:
     assistant = Assistant(solver, out.append)
     assistant.handle("salet 01000")
     assert [word for *_, word in _rows("\n".join(out))] == ["MANGO", "BANJO", "ZONAL"]
+
+
+def test_opener_auto_shows_its_progress(small_files: tuple[Path, Path]) -> None:
+    answers, allowed = small_files
+    args = ["wordle", "bench", "--lists", f"{answers},{allowed}", "--opener", "auto", "--top-k", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "openers: 100%" in result.stderr and "3/3" in result.stderr and "best=" in result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(record["opener_search"]) == 3 and record["opener"] in {r["word"] for r in record["opener_search"]}
