@@ -158,3 +158,17 @@ def test_recorded_command_names_every_changed_setting() -> None:
     assert gate.command_line(gate.Args(runs=10)).endswith("gate.py --workers 2 --runs 10")
     cmd = gate.command_line(gate.Args(runs=4, multi_step_targets=True, real_ratio=0.25, arms="fixed:0,fixed:2"))
     assert "--multi-step-targets" in cmd and "--real-ratio 0.25" in cmd and "--arms fixed:0,fixed:2" in cmd
+
+
+def test_the_meta_preset_is_the_gates_learner() -> None:
+    """experiments/meta/presets/acrobot_gate_lookahead_10k.yaml builds the DynaConfig the gate ran (10k, lookahead)."""
+    from meta.rollout_length.env import MetaEnvConfig
+    from meta.rollout_length.train import MetaTrainConfig
+    from rolloutlab.config import load_yaml
+
+    gate = _gate()
+    preset = load_yaml(MetaTrainConfig, ROOT / "experiments" / "meta" / "presets" / "acrobot_gate_lookahead_10k.yaml")
+    env: MetaEnvConfig = preset.env
+    args = gate.Args(budget=env.budget, phase_length=env.phase_length, model_use="lookahead")
+    expected = dataclasses.replace(gate.learner_config(args), k_cap=env.k_cap, train_model_when_k0=True)
+    assert env.inner_factory().config() == expected
