@@ -172,3 +172,17 @@ def test_the_meta_preset_is_the_gates_learner() -> None:
     args = gate.Args(budget=env.budget, phase_length=env.phase_length, model_use="lookahead")
     expected = dataclasses.replace(gate.learner_config(args), k_cap=env.k_cap, train_model_when_k0=True)
     assert env.inner_factory().config() == expected
+
+
+def test_the_10k_lookahead_gate_is_generated_and_quoted() -> None:
+    gate = _gate()
+    summary = json.loads((RESULTS / "gate_lookahead_10k.json").read_text())
+    assert summary["protocol"]["budget"] == 10_000 and summary["protocol"]["model_use"] == "lookahead"
+    assert summary["protocol"]["runs"] == 20 and not summary["gate_passed"]
+    table = (RESULTS / "gate_lookahead_10k.md").read_text()
+    assert table == gate.table(summary)
+    assert table.strip() in (ROOT / "docs" / "dyna.md").read_text()
+    assert table.strip() in (ROOT / "README.md").read_text()
+    dec = json.loads((RESULTS / "gate_lookahead_10k_dec.json").read_text())
+    # Paired runs: the compute-matched arm's runs 0-9 are bit-identical in the two batches.
+    assert dec["arms"]["fixed:0+compute"]["finals"] == summary["arms"]["fixed:0+compute"]["finals"][:10]
