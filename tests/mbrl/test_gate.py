@@ -58,6 +58,9 @@ def test_verdict_needs_the_best_model_arm_two_paired_errors_above_both_k0_arms()
     assert not gate.summarize(args, finals)["gate_passed"]
     rows = gate.table(summary).splitlines()
     assert len(rows) == 2 + len(finals) and rows[4].startswith("| fixed:4 |")
+    # A run without one of the two K = 0 arms gives no verdict, however far ahead the model arm is.
+    one_baseline = {"fixed:0+compute": finals["fixed:0+compute"], "fixed:4": base + 120.0}
+    assert not gate.summarize(args, one_baseline)["gate_passed"]
 
 
 def test_tiny_slice_runs_every_kind_of_arm(tmp_path: Path) -> None:
