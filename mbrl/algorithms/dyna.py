@@ -354,19 +354,35 @@ class BatchedDynaDQN:
         )
 
     @torch.no_grad()
-    def _greedy(self, obs: np.ndarray) -> np.ndarray:
+    def _greedy(
+        self,
+        obs: np.ndarray,
+        active: np.ndarray | None = None,
+        rngs: Sequence[np.random.Generator] | None = None,
+    ) -> np.ndarray:
         """Greedy actions ``[B]`` for one observation per run, ``obs [B, obs_dim]``; runs that look ahead in their
-        model (``model_use="lookahead"``, ``K > 0``, model fitted) take the action of the best rollout value."""
+        model (``model_use="lookahead"``, ``K > 0``, model fitted) take the action of the best rollout value.
+
+        Args:
+            obs: One observation per run.
+            active: Runs whose action is needed (``None``: all). Lookahead draws from its generator, so a run that is
+                not acting must not look ahead, or its draws would depend on how long the other runs play.
+            rngs: The generators of the lookahead's elite choices (``None``: the training generators). Evaluations
+                pass their own, so that evaluating never moves a training stream.
+        """
         q = self.q(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(1))
         actions = q.argmax(dim=-1).squeeze(1).numpy()
+        generators = self.rngs if rngs is None else rngs
         for i in self._lookahead_runs():
+            if active is not None and not active[i]:
+                continue
             values = self.model_envs[i].lookahead_values(
                 obs[i : i + 1],
                 self.num_actions,
                 self._q_values(i),
                 min(self.ks[i], self.cfg.k_cap),
                 self.cfg.gamma,
-                self.rngs[i],
+                generators[i],
             )
             actions[i] = int(values[0].argmax())
         return actions
@@ -578,9 +594,12 @@ class BatchedDynaDQN:
             obs[i] = env.reset(seed=self.run_seeds[i] * 1_000 + seed_offset)[0]
             starts[i, 0] = obs[i]
         episode: np.ndarray = np.zeros(b, np.int64)
+        # Lookahead's elite choices in evaluations come from generators of their own (run seed, offset), so that an
+        # evaluation neither moves the training streams nor depends on the other runs of the batch.
+        eval_rngs = [np.random.default_rng([self.run_seeds[i], 15_485_863, seed_offset]) for i in range(b)]
         while (episode < episodes).any():
             active = episode < episodes
-            actions = self._greedy(obs)
+            actions = self._greedy(obs, active, eval_rngs)
             for i in np.flatnonzero(active).tolist():
                 next_obs, reward, terminated, truncated, _ = envs[i].step(int(actions[i]))
                 returns[i, episode[i]] += float(reward)

@@ -84,6 +84,22 @@ def test_paired_runs_are_bit_identical_where_their_decisions_coincide() -> None:
     assert any(not torch.equal(a, b) for a, b in zip(_q_run(plain, 1), _q_run(mixed, 1), strict=True))
 
 
+def test_a_lookahead_run_is_bit_identical_whatever_the_other_runs_of_its_batch() -> None:
+    """Run 0 looks ahead at K = 2 in both batches; run 1 differs (seed and K), so its evaluation episodes last longer
+    or shorter. Evaluations in lockstep must neither draw from run 0's training stream for the other runs' steps nor
+    let run 0 look ahead once its own episodes are over (CartPole: greedy episode lengths vary)."""
+    cfg = _tiny_cfg(budget=900, model_use="lookahead")
+    cartpole = [lambda: gym.make("CartPole-v1")] * 2
+    alone = BatchedDynaDQN(cartpole, cfg, seed=1, run_seeds=[5, 6])
+    beside = BatchedDynaDQN(cartpole, cfg, seed=1, run_seeds=[5, 7])
+    fb_alone = _drive(alone, ["fixed:2", "fixed:0"])
+    fb_beside = _drive(beside, ["fixed:2", "fixed:2"])
+    for a, b in zip(_q_run(alone, 0), _q_run(beside, 0), strict=True):
+        assert torch.equal(a, b)
+    assert fb_alone[0]["mean_return"] == fb_beside[0]["mean_return"]
+    assert alone.evaluate(2)[0] == beside.evaluate(2)[0]
+
+
 def test_imagined_data_is_mixed_into_every_minibatch_at_the_real_ratio() -> None:
     algo = BatchedDynaDQN(_envs(2), _tiny_cfg(real_ratio=0.25), seed=2)
     algo.run_phase([0, 3])
