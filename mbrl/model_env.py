@@ -266,6 +266,7 @@ class ModelEnv:
         horizon: int,
         gamma: float,
         rng: np.random.Generator,
+        expectation: bool = False,
     ) -> np.ndarray:
         """Rollout values of every action at ``obs``: each action, then the greedy policy of ``q_fn``, for ``horizon``
         model steps, closed by the discounted ``max_a q_fn`` at the last state (Bertsekas 2019, "rollout with terminal
@@ -278,6 +279,9 @@ class ModelEnv:
             horizon: Model steps per rollout (>= 1).
             gamma: Discount.
             rng: Generator for the model's elite choice (steps use the elite mean).
+            expectation: Step with the elites' average prediction (``predict_expected``, PETS's expectation
+                propagation) instead of one random elite's mean; a model without ``predict_expected`` (the true
+                simulator) steps as usual.
 
         Returns:
             ``[N, num_actions]`` values; a rollout that terminates stops collecting rewards and bootstraps nothing.
@@ -288,8 +292,12 @@ class ModelEnv:
         state = np.repeat(np.asarray(obs, np.float64), num_actions, axis=0)
         action = np.tile(np.arange(num_actions), n)
         value, alive, discount = np.zeros(n * num_actions), np.ones(n * num_actions, bool), 1.0
+        expected = getattr(self.model, "predict_expected", None) if expectation else None
         for _ in range(int(horizon)):
-            step = self.model.predict(state, action, rng, deterministic=True)
+            if expected is not None:
+                step = expected(state, action)
+            else:
+                step = self.model.predict(state, action, rng, deterministic=True)
             next_obs = np.asarray(step.next_obs, np.float64)
             finite = np.asarray(np.isfinite(next_obs).all(axis=1), dtype=bool)
             next_obs = np.where(finite[:, None], next_obs, state)

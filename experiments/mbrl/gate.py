@@ -92,6 +92,8 @@ class Args:
     """imagined transitions carry the model's rewards to the end of their rollout (model value expansion)"""
     deterministic_rollouts: bool = False
     """imagined steps use the elite's mean instead of sampling (Acrobot is deterministic)"""
+    lookahead_expectation: bool = False
+    """lookahead steps with the elites' average prediction instead of one random elite's mean"""
     bootstrap_reps: int = 2_000
     """bootstrap resamples for intervals and paired standard errors"""
     out_dir: str = str(RESULTS / "gate")
@@ -135,6 +137,7 @@ def learner_config(args: Args) -> Any:
         target_clock=args.target_clock,
         model_use=args.model_use,
         deterministic_rollouts=args.deterministic_rollouts,
+        lookahead_expectation=args.lookahead_expectation,
         model=model,
     )
 
@@ -219,6 +222,7 @@ def protocol(args: Args) -> dict[str, Any]:
         "multi_step_targets": False,
         "deterministic_rollouts": False,
         "model_use": "dyna",
+        "lookahead_expectation": False,
     }
     for key, default in added.items():
         if keep[key] == default:

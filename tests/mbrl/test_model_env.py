@@ -170,3 +170,28 @@ def test_model_episodes_report_disagreement_overall_and_within_the_first_k_steps
     assert episodes.disagreement_within(0) == pytest.approx(1.5)  # K = 0 still reads one step
     assert episodes.disagreement_within(2) == pytest.approx(2.0)
     assert episodes.disagreement_within(50) == episodes.disagreement
+
+
+class _TwoWayModel(_CountingModel):
+    """``predict`` steps x' = x + a; ``predict_expected`` (the elites' average) steps x' = x + 2a."""
+
+    def predict_expected(self, obs: np.ndarray, actions: np.ndarray) -> _Step:
+        nxt = obs + 2 * actions.reshape(-1, 1)
+        return _Step(nxt, nxt[:, 0].copy(), None, np.abs(nxt[:, 0]))
+
+
+def test_lookahead_can_step_with_the_elites_average_prediction() -> None:
+    env = ModelEnv(_TwoWayModel(), _stop_at(100.0), obs_dim=1, action_shape=(), action_dtype=np.int64)
+    start = np.zeros((1, 1), np.float32)
+
+    def q_fn(obs: np.ndarray) -> np.ndarray:
+        return np.zeros((obs.shape[0], 2))
+
+    sampled = env.lookahead_values(start, 2, q_fn, 1, 1.0, np.random.default_rng(0))
+    averaged = env.lookahead_values(start, 2, q_fn, 1, 1.0, np.random.default_rng(0), expectation=True)
+    np.testing.assert_array_equal(sampled, [[0.0, 1.0]])  # reward = x' = a
+    np.testing.assert_array_equal(averaged, [[0.0, 2.0]])  # reward = x' = 2a
+    plain = ModelEnv(_CountingModel(), _stop_at(100.0), obs_dim=1, action_shape=(), action_dtype=np.int64)
+    np.testing.assert_array_equal(  # a model without predict_expected (the true simulator) steps as usual
+        plain.lookahead_values(start, 2, q_fn, 1, 1.0, np.random.default_rng(0), expectation=True), sampled
+    )
