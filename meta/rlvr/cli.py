@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,44 +36,95 @@ def sft(
 
 @app.command()
 def train(
-    checkpoint: Annotated[Path, typer.Option(help="SFT checkpoint to start from.")] = Path("runs/rlvr/sft.pt"),
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="SFT checkpoint to start from (default: the config's, runs/rlvr/sft.pt).")
+    ] = None,
     allocator: Annotated[
-        str, typer.Option(help="Allocator spec, e.g. uniform:8, ar3po:2,4, dars:4,16, knapsack:8,16")
-    ] = ("uniform:8"),
-    steps: Annotated[int, typer.Option(help="GRPO steps.")] = 100,
-    prompts_per_step: Annotated[int, typer.Option(help="Prompts per step.")] = 16,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 3e-4,
-    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
-    eval_every: Annotated[int, typer.Option(help="Held-out evaluation period (steps).")] = 10,
+        str | None, typer.Option(help="Allocator spec, e.g. uniform:8, ar3po:2,4, dars:4,16, knapsack:8,16")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(help="GRPO steps in the whole run (default 100).")] = None,
+    prompts_per_step: Annotated[int | None, typer.Option(help="Prompts per step (default 16).")] = None,
+    lr: Annotated[
+        float | None, typer.Option(help="AdamW rate per optimizer step (default 1e-4, sized for 4 minibatches).")
+    ] = None,
+    minibatches: Annotated[
+        int | None, typer.Option(help="Optimizer steps per generated batch (default 4; 1 makes every ratio 1).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default 0).")] = None,
+    eval_every: Annotated[int | None, typer.Option(help="Held-out evaluation period in steps (default 10).")] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option(help="Steps between checkpoints, 0 for only at the end (default 10).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML preset for GRPORunConfig (trainer settings under grpo:); flags win.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Parent directory of new run directories (default runs).")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run in this directory to its original step budget.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar (stderr).")] = True,
 ) -> None:
-    """Run GRPO with one allocator from an SFT checkpoint; prints accuracy against generated tokens."""
-    import numpy as np
+    """Run GRPO with one allocator from an SFT checkpoint in a run directory (or resume one with --resume RUN_DIR).
 
-    from envs.reasoning import make_prompt_set
-    from meta.rlvr.allocators import make_allocator
-    from meta.rlvr.charlm import load_model
-    from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
-    from meta.rlvr.vocab import CharVocab
-    from rolloutlab.seeding import seed_everything
+    The run directory holds config.yaml, progress.csv, TensorBoard events, checkpoint.pt (every --checkpoint-every
+    steps) and, at the end, result.json; the console shows held-out accuracy against generated tokens.
+    """
+    from meta.rlvr.run import GRPORun, load_run_config
+    from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.config import ConfigError
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
-    seed_everything(seed)
-    chosen = make_allocator(allocator)  # validate the spec before any heavy work
-    model, _, _ = load_model(checkpoint)
-    pool = make_prompt_set(256, np.random.default_rng(1), difficulties=[1, 2, 3])
-    held_out = make_prompt_set(600, np.random.default_rng(2), difficulties=[1, 2, 3])
-    cfg = GRPOConfig(prompts_per_step=prompts_per_step, lr=lr, seed=seed)
-    trainer = GRPOTrainer(model, CharVocab(), pool, chosen, cfg)
-    typer.echo(f"step 0: held-out accuracy {trainer.evaluate(held_out):.3f}")
-    for step in range(1, steps + 1):
-        metrics = trainer.step()
-        if step % eval_every == 0 or step == steps:
-            typer.echo(
-                f"step {step}: held-out accuracy {trainer.evaluate(held_out):.3f}, "
-                f"tokens {metrics['cost/completion_tokens']}, responses {metrics['cost/responses']}, "
-                f"mixed groups {metrics['groups_mixed']}/{metrics['groups_generated']}"
+    if resume is not None:
+        settings = {
+            "--checkpoint": checkpoint,
+            "--allocator": allocator,
+            "--steps": steps,
+            "--prompts-per-step": prompts_per_step,
+            "--lr": lr,
+            "--minibatches": minibatches,
+            "--seed": seed,
+            "--eval-every": eval_every,
+            "--checkpoint-every": checkpoint_every,
+            "--config": config,
+            "--out": out,
+        }
+        given = [name for name, value in settings.items() if value is not None]
+        if given:
+            # A resumed run must end as the uninterrupted one would: its settings are the saved ones.
+            raise typer.BadParameter(
+                f"--resume continues a run with its saved config; drop {', '.join(given)}", param_hint="--resume"
             )
+        try:
+            run = GRPORun.resume(resume, progress=progress, echo=typer.echo)
+        except CheckpointError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        typer.echo(f"resumed {run.run_dir} at step {run.trainer.num_steps} of {run.cfg.steps}")
+    else:
+        run_flags = {
+            "sft_checkpoint": None if checkpoint is None else str(checkpoint),
+            "allocator": allocator,
+            "steps": steps,
+            "eval_every": eval_every,
+            "checkpoint_every": checkpoint_every,
+        }
+        grpo_flags = {"prompts_per_step": prompts_per_step, "lr": lr, "minibatches": minibatches, "seed": seed}
+        overrides: dict[str, Any] = {k: v for k, v in run_flags.items() if v is not None}
+        overrides["grpo"] = {k: v for k, v in grpo_flags.items() if v is not None}
+        try:
+            cfg = load_run_config(config, overrides)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config and the flags") from exc
+        try:
+            run = GRPORun.start(cfg, root=out or Path("runs"), progress=progress, echo=typer.echo)
+        except CheckpointError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--checkpoint") from exc
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--allocator/--config") from exc
+        typer.echo(f"run directory {run.run_dir}")
+    run.learn()
+    final = run.evals[-1]["accuracy"] if run.evals else float("nan")
+    typer.echo(f"done: {run.trainer.num_steps} steps, final held-out accuracy {final:.3f}; results in {run.run_dir}")
 
 
 @app.command()

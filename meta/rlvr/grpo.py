@@ -5,25 +5,36 @@ One step (Shao et al. 2024, GRPO; Yu et al. 2025, DAPO):
 1. draw ``prompts_per_step`` prompts; the allocator (:mod:`meta.rlvr.allocators`) sets each prompt's first-stage
    count, then, stage by stage, how many more responses each prompt gets given this step's rewards so far;
 2. sample with a KV cache (:mod:`meta.rlvr.sampling`) and score every response with the verifier;
-3. optionally inject buffered correct responses into all-wrong groups (AR3PO response reuse) and drop
-   zero-variance groups, refilling with fresh prompts (DAPO dynamic sampling);
+3. optionally inject buffered correct responses into all-wrong groups (AR3PO response reuse, each with the reward the
+   verifier gave it when it was stored) and drop zero-variance groups, refilling with fresh prompts (DAPO dynamic
+   sampling);
 4. advantages per group of *any* size ``n``: ``grpo``: ``A = (r − mean) / (std + ε)`` (population std),
    ``dr_grpo``: ``A = r − mean`` (Liu et al. 2025, Dr. GRPO, eq. 4);
-5. clipped surrogate ``−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)`` with clip-higher ``ε_high > ε_low`` (DAPO §3.1),
-   averaged per sequence then over sequences (``loss="sequence"``, GRPO eq. 3) or over all tokens of the batch
-   (``loss="dapo"``, DAPO eq. 12), plus an optional ``β·KL`` to a frozen reference (k3 estimator, Schulman 2020).
+5. the behaviour log-probabilities ``log π_old`` of the batch are computed once, then the batch is split into
+   ``minibatches`` contiguous minibatches and each gets one optimizer step, for ``epochs`` passes (TRL's
+   ``steps_per_generation`` and ``num_iterations``; DAPO's mini-batches). From the second optimizer step on the policy
+   differs from the sampling policy, so the ratio ``ρ = π/π_old`` moves away from 1 and the clipped surrogate
+   ``−min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A)`` with clip-higher ``ε_high > ε_low`` (DAPO §3.1), or BAPO's adaptive
+   bounds, act on it; plus an optional ``β·KL`` to a frozen reference (k3 estimator, Schulman 2020);
+6. the per-token loss is aggregated by one of three normalisers (:func:`loss_normaliser`): per sequence, then over
+   sequences (``loss="sequence"``, GRPO eq. 3); over all tokens of the batch (``loss="dapo"``, DAPO eq. 12); or by the
+   constant ``max_new_tokens × responses`` (``loss="dr_grpo"``, Dr. GRPO, the default with ``advantage="dr_grpo"``).
 
 Cost accounting (:class:`CostLedger`) is exact: responses and completion tokens generated (EOS included), prompt
 tokens read (each prompt once per stage in which it is sampled, as a prefix-caching server would; the part due to
 stages after the first kept apart), responses and tokens in dropped groups, and reused responses counted separately
 (they cost no generation).
+
+The trainer's whole state (model, optimizer, reference model, random generators, prompt order, statistics, response
+buffer, controllers, costs) is plain data in :meth:`GRPOTrainer.state_dict`, so a run can be checkpointed and resumed
+bit-identically (:mod:`meta.rlvr.run`).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -40,22 +51,46 @@ from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 from meta.rlvr.vocab import CharVocab
 
+LossKind = Literal["sequence", "dapo", "dr_grpo"]
+LOSS_KINDS: tuple[str, ...] = ("sequence", "dapo", "dr_grpo")
+
 
 @dataclass
 class GRPOConfig:
     """Trainer settings.
 
+    The update defaults, ``minibatches=4`` and ``epochs=1``, make four optimizer steps per generated batch, each on a
+    quarter of it (with the default 16 prompts, four groups per minibatch), and use every sample once. That is the
+    regime real GRPO/DAPO trainers run in: DAPO splits each 512-prompt rollout batch into 16 mini-batches of 32
+    prompts, and TRL exposes it as ``steps_per_generation``, both with one pass (``num_iterations=1``). Why not one
+    step per batch (the earlier default): the ratio is then exactly 1, so clip-higher and BAPO's bounds never act and
+    the "clipped surrogate" is a plain policy gradient. Why not more passes: every extra pass re-fits the same batch
+    and makes later steps more off-policy; one pass keeps the staleness at most ``minibatches − 1`` optimizer steps,
+    which the clip range is meant for. Each minibatch's loss uses the batch normaliser divided by the number of
+    minibatches, so with one minibatch and one pass this is exactly the single full-batch step (bit for bit the
+    trainer's update before minibatches existed).
+
+    The learning rate goes with the schedule: AdamW moves the weights by about ``lr`` per optimizer step whatever the
+    gradient's scale, so four steps per batch move the policy about four times as far per generated batch as one.
+    The default ``lr=1e-4`` is sized for four steps; at 3e-4 (the rate tuned for one step per batch, which the
+    benchmark keeps with ``minibatches=1``) the character model overshoots and its held-out accuracy falls back
+    within the slow "it learns" test's 75 steps. Scale ``lr`` with ``1/minibatches`` when changing the schedule.
+
     Attributes:
         prompts_per_step: Prompts (groups) per step.
-        max_new_tokens: Most tokens per response (EOS included).
+        max_new_tokens: Most tokens per response (EOS included); also Dr. GRPO's constant normaliser per response.
         temperature: Sampling temperature (a temperature controller may change it).
-        lr: AdamW learning rate.
+        lr: AdamW learning rate per optimizer step (see above for the default).
         advantage: ``"grpo"`` (std-normalised) or ``"dr_grpo"`` (mean-centred only).
-        loss: ``"sequence"`` (per-sequence mean) or ``"dapo"`` (token-level).
-        clip_low: ``ε_low``.
-        clip_high: ``ε_high`` (clip-higher when larger than ``ε_low``).
+        loss: ``"sequence"`` (per-sequence mean, GRPO), ``"dapo"`` (token-level, DAPO) or ``"dr_grpo"`` (token sum over
+            the constant ``max_new_tokens × responses``); ``None`` picks ``"dr_grpo"`` for ``advantage="dr_grpo"``
+            (Dr. GRPO removes both the std and the length normalisation) and ``"dapo"`` otherwise.
+        clip_low: ``ε_low``, in ``[0, 1]``.
+        clip_high: ``ε_high`` (clip-higher when larger than ``ε_low``), ``>= 0``.
         kl_coef: ``β`` of the KL penalty to the initial policy (0 disables it and the reference copy).
-        updates_per_step: Optimizer steps on each batch (ratios differ from 1 from the second on).
+        minibatches: Optimizer steps per pass over a generated batch; the batch's learning rows are split into this
+            many contiguous minibatches (fewer if it has fewer rows). See above for the default.
+        epochs: Passes over each generated batch (TRL's ``num_iterations``, PPO's epochs).
         max_grad_norm: Gradient clipping.
         reuse_capacity: Correct responses kept per prompt when the allocator asks for reuse.
         seed: Seed for prompt order and sampling.
@@ -64,16 +99,37 @@ class GRPOConfig:
     prompts_per_step: int = 16
     max_new_tokens: int = 8
     temperature: float = 1.0
-    lr: float = 1e-3
+    lr: float = 1e-4
     advantage: Literal["grpo", "dr_grpo"] = "grpo"
-    loss: Literal["sequence", "dapo"] = "dapo"
+    loss: LossKind | None = None
     clip_low: float = 0.2
     clip_high: float = 0.28
     kl_coef: float = 0.0
-    updates_per_step: int = 1
+    minibatches: int = 4
+    epochs: int = 1
     max_grad_norm: float = 1.0
     reuse_capacity: int = 4
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.advantage not in ("grpo", "dr_grpo"):
+            raise ValueError(f"advantage must be 'grpo' or 'dr_grpo', got {self.advantage!r}")
+        if self.loss is not None and self.loss not in LOSS_KINDS:
+            raise ValueError(f"loss must be one of {list(LOSS_KINDS)} or None, got {self.loss!r}")
+        for name in ("prompts_per_step", "max_new_tokens", "minibatches", "epochs", "reuse_capacity"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.clip_low <= 1.0 or self.clip_high < 0.0:
+            raise ValueError(f"need 0 <= clip_low <= 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
+        if self.lr <= 0 or self.kl_coef < 0 or self.max_grad_norm <= 0 or self.temperature < 0:
+            raise ValueError("need lr > 0, kl_coef >= 0, max_grad_norm > 0 and temperature >= 0")
+
+    @property
+    def loss_kind(self) -> str:
+        """The loss normaliser in effect (``loss``, or the advantage's own when ``loss`` is ``None``)."""
+        if self.loss is not None:
+            return self.loss
+        return "dr_grpo" if self.advantage == "dr_grpo" else "dapo"
 
 
 @dataclass
@@ -148,6 +204,50 @@ def group_advantages(rewards: Sequence[float], kind: str, eps: float = 1e-6) -> 
     return [float(x) for x in centred]
 
 
+def loss_normaliser(kind: str, lengths: Sequence[int], max_new_tokens: int) -> float:
+    """The denominator of a batch's policy loss, given every response's completion length (tokens, EOS included).
+
+    * ``"sequence"`` (GRPO, Shao et al. 2024, eq. 3): each response's token sum is first divided by its own length
+      (done in :func:`aggregate_loss`); the batch then divides by the number of responses ``N``.
+    * ``"dapo"`` (DAPO, Yu et al. 2025, eq. 12): the batch's token sum over the number of tokens ``Σ|o_i|``.
+    * ``"dr_grpo"`` (Dr. GRPO, Liu et al. 2025, "Understanding R1-Zero-Like Training", §3.2 and its eq. for the
+      Dr. GRPO objective): the token sum over a constant, ``max_new_tokens × N`` — the largest completion length times
+      the number of responses, as in the authors' code (``MAX_TOKENS``) and TRL's ``loss_type="dr_grpo"``. Neither
+      ``1/|o_i|`` nor the batch's token count enters, so a long wrong answer is not penalised less per token than a
+      short one (the length bias the paper removes).
+
+    Responses with zero advantage count here even though they add nothing to the gradient: they are part of the batch.
+    """
+    if kind == "sequence":
+        return float(len(lengths))
+    if kind == "dapo":
+        return float(sum(lengths))
+    if kind == "dr_grpo":
+        return float(max_new_tokens * len(lengths))
+    raise ValueError(f"loss must be one of {list(LOSS_KINDS)}, got {kind!r}")
+
+
+def aggregate_loss(per_token: torch.Tensor, mask: torch.Tensor, kind: str, normaliser: float) -> torch.Tensor:
+    """Reduce a ``(rows, width)`` per-token loss with its 0/1 ``mask`` to a scalar (see :func:`loss_normaliser`)."""
+    if kind == "sequence":
+        per_sequence = (per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        return per_sequence.sum() / normaliser
+    if kind in ("dapo", "dr_grpo"):
+        return (per_token * mask).sum() / normaliser
+    raise ValueError(f"loss must be one of {list(LOSS_KINDS)}, got {kind!r}")
+
+
+@dataclass
+class _Minibatch:
+    """Rows of one optimizer step with their fixed behaviour / reference log-probabilities."""
+
+    prompts: list[list[int]]
+    completions: list[list[int]]
+    advantages: torch.Tensor  # (rows, 1)
+    old_logp: torch.Tensor | None  # None: on-policy (one step per batch), the ratio is exactly 1
+    ref_logp: torch.Tensor | None
+
+
 RewardFn = Callable[[Task, str], float]
 
 
@@ -160,10 +260,11 @@ class GRPOTrainer:
         tasks: Training prompt pool, visited in shuffled epochs.
         allocator: Decides responses per prompt (and stages, dropping, reuse).
         config: :class:`GRPOConfig`.
-        reward_fn: ``(task, completion_text) -> reward``; exact-match :func:`envs.reasoning.verify` by default.
+        reward_fn: ``(task, completion_text) -> reward``; exact-match :func:`envs.reasoning.verify` by default. Any
+            scale works; reused responses keep the reward it gave them.
         temperature_controller: Optional E3 temperature controller, updated from each step's token entropy.
         length_penalty: Optional ALP shaping of the rewards used for advantages (statistics keep raw rewards).
-        clip_controller: Optional BAPO controller setting the ratio bounds from each update's ratios.
+        clip_controller: Optional BAPO controller setting the ratio bounds from each optimizer step's ratios.
     """
 
     def __init__(
@@ -182,9 +283,7 @@ class GRPOTrainer:
         if not tasks:
             raise ValueError("the task pool is empty")
         self.cfg = config or GRPOConfig()
-        if self.cfg.loss not in ("sequence", "dapo"):
-            raise ValueError(f"loss must be 'sequence' or 'dapo', got {self.cfg.loss!r}")
-        group_advantages([], self.cfg.advantage)  # validates the advantage kind
+        self.loss_kind = self.cfg.loss_kind
         self.model = model
         self.vocab = vocab
         self.tasks = list(tasks)
@@ -195,7 +294,11 @@ class GRPOTrainer:
         self.clip_controller = clip_controller
         self.temperature = temperature_controller.temperature if temperature_controller else self.cfg.temperature
         self.stats = StatsTable()
-        self.buffer = ResponseBuffer(self.cfg.reuse_capacity) if getattr(allocator, "reuse", False) else None
+        self.buffer = (
+            ResponseBuffer(self.cfg.reuse_capacity, getattr(allocator, "success_threshold", 0.5))
+            if getattr(allocator, "reuse", False)
+            else None
+        )
         self.costs = CostLedger()
         self.rng = np.random.default_rng(self.cfg.seed)
         self.generator = torch.Generator().manual_seed(self.cfg.seed)
@@ -267,9 +370,11 @@ class GRPOTrainer:
                 if g.responses and max(g.rewards) < self.buffer.success_threshold:
                     stored = self.buffer.get(g.task.prompt)
                     if stored is not None:
-                        g.responses.append(Response(stored, 1.0, reused=True))
+                        # The verifier's reward from when it was stored, not a fixed 1.0: rewards on another scale
+                        # (or with partial credit) keep the group's advantages on the fresh responses' scale.
+                        g.responses.append(Response(stored.tokens, stored.reward, reused=True))
                         self.costs.reused_responses += 1
-                        self.costs.reused_tokens += len(stored)
+                        self.costs.reused_tokens += len(stored.tokens)
                 else:
                     generated = [r for r in g.responses if not r.reused]
                     self.buffer.add(g.task.prompt, [r.tokens for r in generated], [r.reward for r in generated])
@@ -283,7 +388,13 @@ class GRPOTrainer:
 
     # --- one step ------------------------------------------------------------------------------------------------
     def step(self) -> dict[str, Any]:
-        """One GRPO step; returns step metrics (the cumulative :attr:`costs` are updated in place)."""
+        """One GRPO step; returns step metrics (the cumulative :attr:`costs` are updated in place).
+
+        Besides the rollout metrics, ``loss`` is the mean loss over the step's optimizer steps, ``optimizer_steps``
+        their number, ``clip_fraction`` the share of learning tokens whose gradient the clip removed (ratio beyond the
+        bound on the side its advantage pushes), ``ratio_min`` / ``ratio_max`` the extreme ratios seen, and
+        ``clip_low`` / ``clip_high`` the ratio bounds of the last optimizer step.
+        """
         groups, entropies = self._rollout(self._draw(self.cfg.prompts_per_step))
         keep = self.allocator.keep([g.rewards for g in groups])
         kept = [g for g, k in zip(groups, keep, strict=True) if k]
@@ -304,7 +415,7 @@ class GRPOTrainer:
         if len(kept) > self.cfg.prompts_per_step:
             self._drop(kept[self.cfg.prompts_per_step :])
             kept = kept[: self.cfg.prompts_per_step]
-        loss = self._update(kept)
+        update = self._update(kept)
         mean_entropy = float(np.mean(entropies)) if entropies else 0.0
         if self.temperature_controller is not None and entropies:
             self.temperature = self.temperature_controller.decide({"entropy": mean_entropy})
@@ -312,7 +423,7 @@ class GRPOTrainer:
         rewards = [r.reward for g in groups for r in g.responses if not r.reused]
         return {
             "step": self.num_steps,
-            "loss": loss,
+            **update,
             "reward_mean": float(np.mean(rewards)) if rewards else 0.0,
             "groups_generated": generated_groups,
             "groups_mixed": mixed_groups,
@@ -328,65 +439,100 @@ class GRPOTrainer:
             return g.rewards
         return self.length_penalty.shape(g.rewards, [len(r.tokens) for r in g.responses])
 
-    def _update(self, groups: Sequence[Group]) -> float:
-        """Policy-gradient update on ``groups``; returns the last loss value (0.0 when nothing to learn from)."""
-        prompts: list[list[int]] = []
-        completions: list[list[int]] = []
-        advantages: list[float] = []
-        total_tokens = 0
-        total_rows = 0
+    def _bounds(self, ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+        if self.clip_controller is None:
+            return 1.0 - self.cfg.clip_low, 1.0 + self.cfg.clip_high
+        return self.clip_controller.decide(
+            {
+                "ratios": ratio.detach()[mask > 0].numpy(),
+                "advantages": adv.expand_as(ratio)[mask > 0].numpy(),
+            }
+        )
+
+    def _update(self, groups: Sequence[Group]) -> dict[str, float]:
+        """Minibatched clipped policy-gradient update on ``groups``; returns the update metrics of :meth:`step`."""
+        low, high = 1.0 - self.cfg.clip_low, 1.0 + self.cfg.clip_high
+        metrics: dict[str, float] = {
+            "loss": 0.0,
+            "optimizer_steps": 0,
+            "clip_fraction": 0.0,
+            "ratio_min": 1.0,
+            "ratio_max": 1.0,
+            "clip_low": low,
+            "clip_high": high,
+        }
+        rows: list[tuple[list[int], list[int], float]] = []
+        lengths: list[int] = []
         for g in groups:
             adv = group_advantages(self._shaped_rewards(g), self.cfg.advantage)
             for r, a in zip(g.responses, adv, strict=True):
-                total_tokens += len(r.tokens)
-                total_rows += 1
+                lengths.append(len(r.tokens))
                 # Zero-advantage rows add nothing to the policy-gradient term; they only count in the normaliser,
                 # so they are skipped in the forward pass unless a KL term needs them.
                 if (a != 0.0 or self.ref_model is not None) and r.tokens:
-                    prompts.append(g.prompt_ids)
-                    completions.append(r.tokens)
-                    advantages.append(a)
-        if not completions or total_tokens == 0:
-            return 0.0
-        adv_t = torch.tensor(advantages, dtype=torch.float32).unsqueeze(1)
-        old_logp: torch.Tensor | None = None
-        ref_logp: torch.Tensor | None = None
-        if self.cfg.updates_per_step > 1:
-            with torch.no_grad():
-                old_logp, _ = self._logprobs(self.model, prompts, completions)
-        if self.ref_model is not None:
-            with torch.no_grad():
-                ref_logp, _ = self._logprobs(self.ref_model, prompts, completions)
+                    rows.append((g.prompt_ids, r.tokens, a))
+        if not rows or sum(lengths) == 0:
+            return metrics
+        chunks = [c for c in np.array_split(np.arange(len(rows)), min(self.cfg.minibatches, len(rows))) if c.size]
+        # Each minibatch's loss is its part of the batch loss times the number of minibatches: at the sampling policy
+        # the minibatch losses average to the full-batch loss, and one minibatch is exactly the full-batch step.
+        normaliser = loss_normaliser(self.loss_kind, lengths, self.cfg.max_new_tokens) / len(chunks)
+        off_policy = len(chunks) * self.cfg.epochs > 1
         self.model.train()
-        loss_value = 0.0
-        for _ in range(self.cfg.updates_per_step):
-            logp, mask = self._logprobs(self.model, prompts, completions)
-            # With one update per batch the sampling policy *is* the current one, so the ratio is exactly 1; reused
-            # responses get the same treatment (AR3PO: current policy as the old one).
-            old = logp.detach() if old_logp is None else old_logp
-            ratio = torch.exp(logp - old)
-            low, high = 1.0 - self.cfg.clip_low, 1.0 + self.cfg.clip_high
-            if self.clip_controller is not None:
-                low, high = self.clip_controller.decide(
-                    {
-                        "ratios": ratio.detach()[mask > 0].numpy(),
-                        "advantages": adv_t.expand_as(ratio)[mask > 0].numpy(),
-                    }
-                )
-            per_token = -torch.min(ratio * adv_t, torch.clamp(ratio, low, high) * adv_t)
-            if ref_logp is not None:
-                delta = ref_logp - logp
-                per_token = per_token + self.cfg.kl_coef * (torch.exp(delta) - delta - 1.0)
-            if self.cfg.loss == "dapo":
-                loss = (per_token * mask).sum() / total_tokens
-            else:
-                loss = ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).sum() / total_rows
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-            self.optimizer.step()
-            loss_value = float(loss.detach())
-        return loss_value
+        batches: list[_Minibatch] = []
+        with torch.no_grad():
+            for idx in chunks:
+                prompts = [rows[int(i)][0] for i in idx]
+                completions = [rows[int(i)][1] for i in idx]
+                # π_old is the policy that sampled the batch: computed now, before any step, with the same rows and
+                # padding as the minibatch's forward pass, so the first step's ratio is exactly 1. Reused responses
+                # get the same treatment (AR3PO: the current policy as the old one).
+                old = self._logprobs(self.model, prompts, completions)[0] if off_policy else None
+                ref = self._logprobs(self.ref_model, prompts, completions)[0] if self.ref_model is not None else None
+                adv_t = torch.tensor([rows[int(i)][2] for i in idx], dtype=torch.float32).unsqueeze(1)
+                batches.append(_Minibatch(prompts, completions, adv_t, old, ref))
+        losses: list[float] = []
+        clipped, counted = 0, 0
+        ratio_min, ratio_max = math.inf, -math.inf
+        for _ in range(self.cfg.epochs):
+            for mb in batches:
+                logp, mask = self._logprobs(self.model, mb.prompts, mb.completions)
+                # One optimizer step per batch: the sampling policy *is* the current one and the ratio is exactly 1.
+                old_logp = logp.detach() if mb.old_logp is None else mb.old_logp
+                ratio = torch.exp(logp - old_logp)
+                a_t = mb.advantages
+                low, high = self._bounds(ratio, a_t, mask)
+                per_token = -torch.min(ratio * a_t, torch.clamp(ratio, low, high) * a_t)
+                if mb.ref_logp is not None:
+                    delta = mb.ref_logp - logp
+                    per_token = per_token + self.cfg.kl_coef * (torch.exp(delta) - delta - 1.0)
+                loss = aggregate_loss(per_token, mask, self.loss_kind, normaliser)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+                self.optimizer.step()
+                losses.append(float(loss.detach()))
+                with torch.no_grad():
+                    tokens = mask > 0
+                    learning = tokens & (a_t != 0).expand_as(mask)
+                    rho = ratio.detach()
+                    # The clip removes a token's gradient once its ratio is past the bound its advantage pushes toward.
+                    cut = ((a_t > 0) & (rho > high)) | ((a_t < 0) & (rho < low))
+                    clipped += int((cut & learning).sum())
+                    counted += int(learning.sum())
+                    if bool(tokens.any()):
+                        ratio_min = min(ratio_min, float(rho[tokens].min()))
+                        ratio_max = max(ratio_max, float(rho[tokens].max()))
+        metrics.update(
+            loss=float(np.mean(losses)),
+            optimizer_steps=len(losses),
+            clip_fraction=clipped / counted if counted else 0.0,
+            ratio_min=ratio_min if math.isfinite(ratio_min) else 1.0,
+            ratio_max=ratio_max if math.isfinite(ratio_max) else 1.0,
+            clip_low=float(low),
+            clip_high=float(high),
+        )
+        return metrics
 
     def _logprobs(
         self, model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
@@ -397,7 +543,7 @@ class GRPOTrainer:
 
     # --- evaluation ----------------------------------------------------------------------------------------------
     def evaluate(self, tasks: Sequence[Task], batch_size: int = 256) -> float:
-        """Greedy-decoding accuracy on ``tasks`` (held-out set), in [0, 1]."""
+        """Greedy-decoding accuracy on ``tasks`` (held-out set), in [0, 1] for the default 0/1 verifier."""
         if not tasks:
             return math.nan
         correct = 0.0
@@ -414,3 +560,72 @@ class GRPOTrainer:
             )
             correct += sum(self.reward_fn(t, self.vocab.decode(c)) for t, c in zip(chunk, out.completions, strict=True))
         return correct / len(tasks)
+
+    # --- state ---------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's whole mutable state as plain data (tensors, numbers, strings, lists, dicts).
+
+        Model and optimizer ``state_dict``s, the frozen reference model (when ``kl_coef > 0``), the trainer's numpy
+        and torch generators and torch's global RNG (in case a model layer draws from it), the prompt order and
+        cursor, step counter, sampling temperature, cost ledger, per-prompt statistics, response buffer and the
+        allocator's and controllers' states. :meth:`load_state_dict` on a trainer built with the same arguments
+        continues exactly where this one stopped.
+        """
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
+            "rng": dict(self.rng.bit_generator.state),
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "order": [int(i) for i in self._order],
+            "cursor": self._cursor,
+            "num_steps": self.num_steps,
+            "temperature": self.temperature,
+            "costs": self.costs.as_dict(),
+            "stats": self.stats.state_dict(),
+            "buffer": self.buffer.state_dict() if self.buffer is not None else None,
+            "allocator": self.allocator.state_dict(),
+            "temperature_controller": self._controller_state(self.temperature_controller),
+            "length_penalty": self._controller_state(self.length_penalty),
+            "clip_controller": self._controller_state(self.clip_controller),
+        }
+
+    @staticmethod
+    def _controller_state(controller: Any) -> dict[str, Any] | None:
+        return controller.state_dict() if controller is not None else None
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` snapshot into this (identically configured) trainer.
+
+        Raises:
+            ValueError: The snapshot does not fit this trainer (another prompt pool size, reuse on one side only, a
+                KL reference on one side only).
+        """
+        order = [int(i) for i in state["order"]]
+        if sorted(order) != list(range(len(self.tasks))):
+            raise ValueError(f"the snapshot's prompt order has {len(order)} prompts, this pool {len(self.tasks)}")
+        if (state["buffer"] is None) != (self.buffer is None):
+            raise ValueError("the snapshot and this trainer disagree on response reuse (allocator differs)")
+        if (state["ref_model"] is None) != (self.ref_model is None):
+            raise ValueError("the snapshot and this trainer disagree on the KL reference model (kl_coef differs)")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.ref_model is not None:
+            self.ref_model.load_state_dict(state["ref_model"])
+        self.rng.bit_generator.state = state["rng"]
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        self._order = np.asarray(order, dtype=np.int64)
+        self._cursor = int(state["cursor"])
+        self.num_steps = int(state["num_steps"])
+        self.temperature = float(state["temperature"])
+        self.costs = CostLedger(**{k: int(v) for k, v in state["costs"].items()})
+        self.stats.load_state_dict(state["stats"])
+        if self.buffer is not None:
+            self.buffer.load_state_dict(state["buffer"])
+        self.allocator.load_state_dict(state["allocator"])
+        for name in ("temperature_controller", "length_penalty", "clip_controller"):
+            controller = getattr(self, name)
+            if controller is not None and state[name] is not None:
+                controller.load_state_dict(state[name])

@@ -24,6 +24,7 @@ from meta.rlvr import (
     p_mixed,
     solve_knapsack,
 )
+from meta.rlvr.reuse import StoredResponse
 
 
 def test_package_imports_without_torch() -> None:
@@ -75,13 +76,15 @@ def test_ar3po_stages() -> None:
 def test_response_buffer() -> None:
     buf = ResponseBuffer(capacity=2)
     assert buf.get("p") is None
-    assert buf.add("p", [[1, 2], [3], [4]], [1.0, 0.0, 1.0]) == 2
-    assert buf.get("p") == [4]
-    buf.add("p", [[5]], [1.0])
-    assert len(buf) == 2 and buf.get("p") == [5]
+    assert buf.add("p", [[1, 2], [3], [4]], [1.0, 0.0, 0.75]) == 2
+    assert buf.get("p") == StoredResponse([4], 0.75)  # the verifier's reward is stored with the response
+    buf.add("p", [[5]], [3.0])
+    assert len(buf) == 2 and buf.get("p") == StoredResponse([5], 3.0)
     clone = ResponseBuffer()
     clone.load_state_dict(buf.state_dict())
-    assert clone.get("p") == [5]
+    assert clone.get("p") == StoredResponse([5], 3.0) and len(clone) == 2
+    with pytest.raises(ValueError, match="no stored reward"):
+        clone.load_state_dict({"capacity": 2, "store": {"p": [[5]]}})  # tokens without their reward
 
 
 def test_dars_hand_cases() -> None:

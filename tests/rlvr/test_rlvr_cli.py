@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -22,18 +23,33 @@ def test_sft_then_train(tmp_path: Path) -> None:
     result = runner.invoke(app, ["sft", "--steps", "5", "--out", str(ckpt)])
     assert result.exit_code == 0, result.output
     assert ckpt.is_file() and "overall" in result.output
-    result = runner.invoke(
-        app,
-        ["train", "--checkpoint", str(ckpt), "--allocator", "ar3po:2,2", "--steps", "2", "--prompts-per-step", "4"],
-    )
+    args = ["--allocator", "ar3po:2,2", "--steps", "2", "--prompts-per-step", "4", "--no-progress"]
+    result = runner.invoke(app, ["train", "--checkpoint", str(ckpt), *args, "--out", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     assert "step 2: held-out accuracy" in result.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("rlvr-ar3po-2-2__0__")
+    for name in ("config.yaml", "progress.csv", "checkpoint.pt", "result.json"):
+        assert (run_dir / name).is_file(), name
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    result_json = json.loads((run_dir / "result.json").read_text())
+    assert result_json["steps"] == 2 and [p["step"] for p in result_json["evals"]] == [0, 2]
 
 
 def test_train_rejects_unknown_allocator(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["train", "--checkpoint", str(tmp_path / "missing.pt"), "--allocator", "nope"])
+    result = CliRunner().invoke(
+        app, ["train", "--checkpoint", str(tmp_path / "missing.pt"), "--allocator", "nope", "--out", str(tmp_path)]
+    )
     assert result.exit_code != 0
-    assert "unknown allocator" in str(result.exception)
+    assert "unknown allocator" in result.output
+    assert not any(tmp_path.iterdir())  # refused before a run directory was made
+    for args, message in (
+        (["--checkpoint", str(tmp_path / "missing.pt")], "checkpoint not found"),
+        (["--minibatches", "0"], "minibatches must be >= 1"),
+    ):
+        result = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path)])
+        assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split()), result.output
+        assert not any(tmp_path.iterdir())
 
 
 def test_quick_bench_contract(tmp_path: Path) -> None:

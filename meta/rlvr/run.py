@@ -1,0 +1,343 @@
+"""One ``rolloutlab rlvr train`` run in a run directory: resolved config, logger, checkpoints, kill-and-resume.
+
+A run lives in ``runs/rlvr-<allocator>__<seed>__<time>/`` (:func:`rolloutlab.runs.make_run_dir`):
+
+* ``config.yaml`` — the resolved :class:`GRPORunConfig` (the trainer's :class:`~meta.rlvr.grpo.GRPOConfig` nested);
+* ``progress.csv`` and TensorBoard events — an SB3 logger, one row per GRPO step (``rollout/``, ``train/``,
+  ``eval/``, ``meta/`` and ``time/`` keys); a resumed session keeps the earlier file as ``progress.N.csv``;
+* ``checkpoint.pt`` — written atomically every ``checkpoint_every`` steps and at the end
+  (:func:`rolloutlab.checkpoint.save_checkpoint`, kind :data:`CHECKPOINT_KIND`, loaded with ``weights_only``): the
+  trainer's :meth:`~meta.rlvr.grpo.GRPOTrainer.state_dict` (model and optimizer ``state_dict``s, reference model,
+  RNG states, prompt order, counters, statistics, response buffer, controller states), the model architecture, the
+  evaluation history and the session count;
+* ``result.json`` — at the end: the evaluation curve, final held-out accuracy, costs and the config.
+
+:meth:`GRPORun.resume` rebuilds the run from its checkpoint and continues to the original step budget. Every source of
+randomness the run draws from is in the checkpoint and CPU kernels are deterministic at a fixed thread count
+(:func:`rolloutlab.threads.set_torch_threads`), so a run killed with SIGKILL and resumed ends bit-identical to an
+uninterrupted one, having redone at most the ``checkpoint_every`` steps after its last checkpoint. A run killed before
+its first checkpoint restarts from step 0 with its ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.logger import Logger
+from tqdm import tqdm
+
+from envs.reasoning import FAMILIES, make_prompt_set
+from meta.rlvr.allocators import make_allocator
+from meta.rlvr.charlm import CharLMConfig, build_model, load_model
+from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.vocab import CharVocab
+from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
+from rolloutlab.logs import make_logger
+from rolloutlab.runs import make_run_dir, write_result
+from rolloutlab.seeding import seed_everything
+
+CHECKPOINT_KIND = "rlvr-grpo-run"
+CHECKPOINT_NAME = "checkpoint.pt"
+CONFIG_NAME = "config.yaml"
+RESULT_NAME = "result.json"
+#: Logger outputs: CSV and TensorBoard in the run directory; the console gets the evaluation lines and a progress bar.
+LOG_FORMATS = ("csv", "tensorboard")
+
+
+@dataclass
+class GRPORunConfig:
+    """Settings of one ``rolloutlab rlvr train`` run.
+
+    Attributes:
+        sft_checkpoint: SFT checkpoint (``rolloutlab rlvr sft``) the policy starts from.
+        allocator: Allocator spec for :func:`meta.rlvr.allocators.make_allocator`, e.g. ``uniform:8``, ``ar3po:2,4``.
+        steps: GRPO steps in the whole run (a resumed run stops at the same number).
+        eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
+        checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
+        pool_size: Training prompts, visited in shuffled epochs.
+        held_out_size: Held-out prompts (greedy accuracy).
+        families: Task families of both prompt sets.
+        difficulties: Digits of the long operand in both prompt sets.
+        pool_seed: Seed of the training prompt set.
+        held_out_seed: Seed of the held-out set.
+        grpo: Trainer settings (``grpo.seed`` seeds the run).
+    """
+
+    sft_checkpoint: str = "runs/rlvr/sft.pt"
+    allocator: str = "uniform:8"
+    steps: int = 100
+    eval_every: int = 10
+    checkpoint_every: int = 10
+    pool_size: int = 256
+    held_out_size: int = 600
+    families: list[str] = field(default_factory=lambda: list(FAMILIES))
+    difficulties: list[int] = field(default_factory=lambda: [1, 2, 3])
+    pool_seed: int = 1
+    held_out_seed: int = 2
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.eval_every < 1 or self.checkpoint_every < 0:
+            raise ValueError(
+                f"need steps >= 1, eval_every >= 1 and checkpoint_every >= 0, got {self.steps}, {self.eval_every}, "
+                f"{self.checkpoint_every}"
+            )
+        if self.pool_size < 1 or self.held_out_size < 1:
+            raise ValueError(f"need pool_size >= 1 and held_out_size >= 1, got {self.pool_size}, {self.held_out_size}")
+
+
+def load_run_config(path: str | Path | None, overrides: Mapping[str, Any]) -> GRPORunConfig:
+    """A :class:`GRPORunConfig` from an optional YAML preset plus overrides (overrides win; ``grpo`` merged by key).
+
+    Raises:
+        rolloutlab.config.ConfigError: An unknown or mistyped field, or a value the config refuses.
+    """
+    try:
+        data = to_dict(load_yaml(GRPORunConfig, path)) if path is not None else {}
+        merged = {**data, **{k: v for k, v in overrides.items() if k != "grpo"}}
+        merged["grpo"] = {**data.get("grpo", {}), **dict(overrides.get("grpo", {}))}
+        return from_dict(GRPORunConfig, merged)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # the configs' own range checks (__post_init__) raise plain ValueError
+        raise ConfigError(str(exc)) from exc
+
+
+class GRPORun:
+    """A GRPO training run: the trainer, its prompt sets, evaluations, logger and checkpoints.
+
+    Build a new run with :meth:`start` (creates the run directory) or continue one with :meth:`resume`; then call
+    :meth:`learn`.
+
+    Args:
+        cfg: Run settings.
+        model: The policy (loaded from ``cfg.sft_checkpoint`` by :meth:`start`).
+        model_config: Its architecture (saved in checkpoints so a resume does not need the SFT file).
+        run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` keeps everything in memory.
+        progress: Show a tqdm bar over steps (stderr).
+        echo: Called with one line per evaluation (e.g. ``typer.echo``); ``None`` is silent.
+
+    Raises:
+        ValueError: An unknown allocator spec or task family, or an invalid prompt-set size.
+    """
+
+    def __init__(
+        self,
+        cfg: GRPORunConfig,
+        model: torch.nn.Module,
+        model_config: CharLMConfig,
+        run_dir: str | Path | None = None,
+        *,
+        progress: bool = False,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.model_config = model_config
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.progress = progress
+        self.echo = echo
+        seed_everything(cfg.grpo.seed)
+        allocator = make_allocator(cfg.allocator)
+        pool = make_prompt_set(
+            cfg.pool_size, np.random.default_rng(cfg.pool_seed), families=cfg.families, difficulties=cfg.difficulties
+        )
+        self.held_out = make_prompt_set(
+            cfg.held_out_size,
+            np.random.default_rng(cfg.held_out_seed),
+            families=cfg.families,
+            difficulties=cfg.difficulties,
+        )
+        self.trainer = GRPOTrainer(model, CharVocab(model_config.alphabet), pool, allocator, cfg.grpo)
+        self.evals: list[dict[str, float]] = []
+        self.sessions = 1
+        self.wall_seconds = 0.0
+
+    # --- construction ----------------------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, cfg: GRPORunConfig, root: str | Path = "runs", **kwargs: Any) -> GRPORun:
+        """A fresh run in a new ``root/rlvr-<allocator>__<seed>__<time>/`` with ``config.yaml`` written.
+
+        Everything that can fail on bad input (allocator spec, SFT checkpoint, prompt sets) is checked before the
+        directory is created, so a refused run leaves nothing behind.
+
+        Raises:
+            ValueError: See the class.
+            rolloutlab.checkpoint.CheckpointError: The SFT checkpoint is missing or not an rlvr character model.
+        """
+        make_allocator(cfg.allocator)  # the cheapest check first: no model load for a typo in the spec
+        model, model_config, _ = load_model(cfg.sft_checkpoint)
+        run = cls(cfg, model, model_config, **kwargs)
+        run.run_dir = make_run_dir(f"rlvr-{cfg.allocator}", cfg.grpo.seed, root=root, config=cfg)
+        return run
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, **kwargs: Any) -> GRPORun:
+        """Rebuild a run from ``run_dir``; :meth:`learn` then continues it to its original step budget.
+
+        Raises:
+            rolloutlab.checkpoint.CheckpointError: ``run_dir`` is not an rlvr train run directory (no directory, a
+                checkpoint of another kind or format, a foreign ``config.yaml``, or neither file).
+        """
+        directory = Path(run_dir)
+        if not directory.is_dir():
+            raise CheckpointError(f"run directory not found: {directory}")
+        checkpoint = directory / CHECKPOINT_NAME
+        if checkpoint.is_file():
+            envelope = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)
+            state = envelope["state"]
+            try:
+                cfg = from_dict(GRPORunConfig, envelope["config"])
+                model_config = from_dict(CharLMConfig, state["model_config"])
+            except (ValueError, KeyError) as exc:
+                raise CheckpointError(f"{checkpoint} does not hold a readable rlvr run: {exc}") from exc
+            run = cls(cfg, build_model(model_config), model_config, directory, **kwargs)
+            try:
+                run.load_state_dict(state)
+            except (ValueError, KeyError, RuntimeError) as exc:  # RuntimeError: torch's load_state_dict mismatch
+                raise CheckpointError(f"{checkpoint} does not fit its own config: {exc}") from exc
+            return run
+        config = directory / CONFIG_NAME
+        if not config.is_file():
+            raise CheckpointError(
+                f"{directory} is not an rlvr train run: it has neither {CHECKPOINT_NAME} nor {CONFIG_NAME}"
+            )
+        # Killed before its first checkpoint: nothing to restore, so the run starts over from its saved config.
+        try:
+            cfg = load_yaml(GRPORunConfig, config)
+        except ValueError as exc:
+            raise CheckpointError(f"{directory} is not an rlvr train run ({exc})") from exc
+        model, model_config, _ = load_model(cfg.sft_checkpoint)
+        return cls(cfg, model, model_config, directory, **kwargs)
+
+    # --- the loop --------------------------------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """Whether the step budget is spent."""
+        return self.trainer.num_steps >= self.cfg.steps
+
+    def learn(self) -> GRPORun:
+        """Train to ``cfg.steps`` steps, checkpointing as configured, then write ``result.json``; returns ``self``.
+
+        A finished run whose ``result.json`` exists is left untouched.
+        """
+        if self.finished and self.run_dir is not None and (self.run_dir / RESULT_NAME).is_file():
+            return self
+        cfg = self.cfg
+        logger = make_logger(self.run_dir, LOG_FORMATS) if self.run_dir is not None else None
+        started, wall_before = time.perf_counter(), self.wall_seconds
+        bar = tqdm(
+            total=cfg.steps, initial=self.trainer.num_steps, desc="rlvr train", unit="step", disable=not self.progress
+        )
+        try:
+            if not self.evals:
+                self._evaluate(logger)
+                if logger is not None:
+                    logger.dump(0)
+            while not self.finished:
+                metrics = self.trainer.step()
+                step = self.trainer.num_steps
+                if step % cfg.eval_every == 0 or step == cfg.steps:
+                    point = self._evaluate(logger)
+                    bar.set_postfix(accuracy=f"{point['accuracy']:.3f}")
+                    self._say(
+                        f"step {step}: held-out accuracy {point['accuracy']:.3f}, "
+                        f"tokens {metrics['cost/completion_tokens']}, responses {metrics['cost/responses']}, "
+                        f"mixed groups {metrics['groups_mixed']}/{metrics['groups_generated']}"
+                    )
+                self.wall_seconds = wall_before + time.perf_counter() - started
+                if logger is not None:
+                    self._record(logger, metrics)
+                    logger.dump(step)
+                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and not self.finished:
+                    self.save()
+                bar.update(1)
+        finally:
+            bar.close()
+            if logger is not None:
+                logger.close()
+        self.wall_seconds = wall_before + time.perf_counter() - started
+        if self.run_dir is not None:
+            self.save()
+            write_result(self.run_dir, self.result())
+        return self
+
+    def _evaluate(self, logger: Logger | None) -> dict[str, float]:
+        costs = self.trainer.costs
+        point = {
+            "step": self.trainer.num_steps,
+            "accuracy": self.trainer.evaluate(self.held_out),
+            "completion_tokens": costs.completion_tokens,
+            "responses": costs.responses,
+        }
+        self.evals.append(point)
+        if logger is not None:
+            logger.record("eval/accuracy", point["accuracy"])
+        if point["step"] == 0:
+            self._say(f"step 0: held-out accuracy {point['accuracy']:.3f}")
+        return point
+
+    def _say(self, line: str) -> None:
+        if self.echo is None:
+            return
+        # Clear the progress bar while the line is written, so lines and bar do not interleave on a terminal.
+        with tqdm.external_write_mode():
+            self.echo(line)
+
+    def _record(self, logger: Logger, metrics: Mapping[str, Any]) -> None:
+        """SB3 namespaces: what the rollout cost and saw, what the update did, what the controllers decided."""
+        for key in ("reward_mean", "entropy", "groups_generated", "groups_mixed", "groups_kept", "refill_rounds"):
+            logger.record(f"rollout/{key}", metrics[key])
+        for key, value in metrics.items():
+            if key.startswith("cost/"):
+                logger.record(f"rollout/{key.removeprefix('cost/')}", value)
+        for key in ("loss", "optimizer_steps", "clip_fraction", "ratio_min", "ratio_max"):
+            logger.record(f"train/{key}", metrics[key])
+        for key in ("temperature", "clip_low", "clip_high"):
+            logger.record(f"meta/{key}", metrics[key])
+        logger.record("time/steps", self.trainer.num_steps)
+        logger.record("time/wall_seconds", self.wall_seconds)
+
+    # --- state -----------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's state plus the model architecture, evaluation history, session count and wall time."""
+        return {
+            "trainer": self.trainer.state_dict(),
+            "model_config": asdict(self.model_config),
+            "evals": [dict(p) for p in self.evals],
+            "sessions": self.sessions,
+            "wall_seconds": self.wall_seconds,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output; counts this as one more session."""
+        self.trainer.load_state_dict(state["trainer"])
+        self.evals = [{str(k): v for k, v in p.items()} for p in state["evals"]]
+        self.sessions = int(state["sessions"]) + 1
+        self.wall_seconds = float(state["wall_seconds"])
+
+    def save(self) -> Path:
+        """Atomically write ``run_dir/checkpoint.pt``."""
+        if self.run_dir is None:
+            raise ValueError("this run has no run directory to save into")
+        return save_checkpoint(
+            self.run_dir / CHECKPOINT_NAME, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg)
+        )
+
+    def result(self) -> dict[str, Any]:
+        """What ``result.json`` holds."""
+        return {
+            "steps": self.trainer.num_steps,
+            "final_accuracy": self.evals[-1]["accuracy"] if self.evals else None,
+            "evals": [dict(p) for p in self.evals],
+            "costs": self.trainer.costs.as_dict(),
+            "sessions": self.sessions,
+            "wall_seconds": self.wall_seconds,
+            "config": to_dict(self.cfg),
+        }
