@@ -105,6 +105,11 @@ RUNS: dict[str, SolverConfig] = {
     "hard_greedy_gep_exact40_salet": SolverConfig(
         mode="hard", policy="greedy", heuristic="gep", opener="salet", exact_up_to=40
     ),
+    # `--opener auto` in hard mode with the documented hard configuration: GEP's 5 best first guesses, each valued by
+    # the exact total of the whole game under that configuration.
+    "hard_rollout_gep_k5_exact40_auto": SolverConfig(
+        mode="hard", policy="rollout", heuristic="gep", top_k=5, opener="auto", exact_up_to=40
+    ),
 }
 
 
