@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import trl
+from packaging.version import Version
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
@@ -30,6 +32,26 @@ from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 
 EXACT_LOSSES = ("dapo", "bnpo")
+#: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
+#: ``GRPOTrainer`` methods, which TRL may change in any minor release.
+SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
+
+
+def check_trl_version(version: str) -> None:
+    """Refuse a TRL outside :data:`SUPPORTED_TRL` (``[low, high)``) with the reason and the range.
+
+    Raises:
+        ImportError: ``version`` is outside the range.
+    """
+    low, high = SUPPORTED_TRL
+    if not low <= Version(version) < high:
+        raise ImportError(
+            f"meta.rlvr.trl supports TRL >={low},<{high} (it overrides private GRPOTrainer methods, tested on those "
+            f"releases); found trl {version}. Install the tested range: pip install 'trl>={low},<{high}'"
+        )
+
+
+check_trl_version(trl.__version__)
 
 
 def _default_key(row: dict[str, Any]) -> str:
