@@ -267,6 +267,7 @@ class ModelEnv:
         gamma: float,
         rng: np.random.Generator,
         expectation: bool = False,
+        disagreement_out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Rollout values of every action at ``obs``: each action, then the greedy policy of ``q_fn``, for ``horizon``
         model steps, closed by the discounted ``max_a q_fn`` at the last state (Bertsekas 2019, "rollout with terminal
@@ -282,6 +283,8 @@ class ModelEnv:
             expectation: Step with the elites' average prediction (``predict_expected``, PETS's expectation
                 propagation) instead of one random elite's mean; a model without ``predict_expected`` (the true
                 simulator) steps as usual.
+            disagreement_out: If given, an ``[N, num_actions]`` array filled with the mean ensemble disagreement along
+                each action's rollout (how far the model can be trusted there; NaN for a model that reports none).
 
         Returns:
             ``[N, num_actions]`` values; a rollout that terminates stops collecting rewards and bootstraps nothing.
@@ -293,11 +296,15 @@ class ModelEnv:
         action = np.tile(np.arange(num_actions), n)
         value, alive, discount = np.zeros(n * num_actions), np.ones(n * num_actions, bool), 1.0
         expected = getattr(self.model, "predict_expected", None) if expectation else None
+        spread, live_steps = np.zeros(n * num_actions), np.zeros(n * num_actions)
         for _ in range(int(horizon)):
             if expected is not None:
                 step = expected(state, action)
             else:
                 step = self.model.predict(state, action, rng, deterministic=True)
+            if disagreement_out is not None:
+                spread += np.where(alive, np.asarray(step.disagreement, np.float64), 0.0)
+                live_steps += alive
             next_obs = np.asarray(step.next_obs, np.float64)
             finite = np.asarray(np.isfinite(next_obs).all(axis=1), dtype=bool)
             next_obs = np.where(finite[:, None], next_obs, state)
@@ -309,6 +316,8 @@ class ModelEnv:
             q = np.asarray(q_fn(state.astype(np.float32)), np.float64)
             action = q.argmax(axis=1)
         value += discount * np.where(alive, q.max(axis=1), 0.0)
+        if disagreement_out is not None:
+            disagreement_out[...] = (spread / np.maximum(live_steps, 1)).reshape(n, num_actions)
         return value.reshape(n, num_actions)
 
     def episodes(

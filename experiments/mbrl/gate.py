@@ -94,6 +94,8 @@ class Args:
     """imagined steps use the elite's mean instead of sampling (Acrobot is deterministic)"""
     lookahead_expectation: bool = False
     """lookahead steps with the elites' average prediction instead of one random elite's mean"""
+    lookahead_trust: float = 0.0
+    """0, or keep the Q-function's choice where the chosen rollout's disagreement exceeds this times the usual one"""
     bootstrap_reps: int = 2_000
     """bootstrap resamples for intervals and paired standard errors"""
     out_dir: str = str(RESULTS / "gate")
@@ -138,6 +140,7 @@ def learner_config(args: Args) -> Any:
         model_use=args.model_use,
         deterministic_rollouts=args.deterministic_rollouts,
         lookahead_expectation=args.lookahead_expectation,
+        lookahead_trust=args.lookahead_trust,
         model=model,
     )
 
@@ -201,6 +204,7 @@ def run_slice(args: Args, arms: list[str], first_run: int, runs: int) -> dict[st
             "disagreement_by_step": [horizons[i] for i in rows],
             "updates": [int(learner.updates[i]) for i in rows],
             "model_updates": [int(learner.model_updates[i]) for i in rows],
+            "untrusted_decisions": [int(learner.untrusted_decisions[i]) for i in rows],
         }
         if finals_q is not None:
             out[arm]["finals_q_greedy"] = [float(finals_q[i]) for i in rows]
@@ -223,6 +227,7 @@ def protocol(args: Args) -> dict[str, Any]:
         "deterministic_rollouts": False,
         "model_use": "dyna",
         "lookahead_expectation": False,
+        "lookahead_trust": 0.0,
     }
     for key, default in added.items():
         if keep[key] == default:

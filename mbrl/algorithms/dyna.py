@@ -151,6 +151,10 @@ class DynaConfig:
         lookahead_expectation: Lookahead steps with the elites' average prediction (PETS's "expectation"
             propagation) instead of the mean of one elite drawn at random per step: less noise in the rollout values,
             at the price of the elites' common bias.
+        lookahead_trust: 0 (off), or act greedily on the Q-function instead of the lookahead's choice wherever the
+            ensemble disagreement along the chosen action's rollout exceeds ``lookahead_trust`` times the run's
+            latest ``disagreement_mean`` (along on-policy model episodes): look ahead only where the model is about
+            as sure as it usually is.
     """
 
     budget: int = 50_000
@@ -183,6 +187,7 @@ class DynaConfig:
     multi_step_targets: bool = False
     model_use: str = "dyna"
     lookahead_expectation: bool = False
+    lookahead_trust: float = 0.0
 
     def __post_init__(self) -> None:
         positive = ("budget", "phase_length", "model_train_freq", "rollout_freq", "train_freq", "batch_size")
@@ -346,6 +351,10 @@ class BatchedDynaDQN:
         self._last_model_metrics: list[dict[str, float]] = [{} for _ in range(b)]
         #: Mean ensemble disagreement at each step of the last round of imagined rollouts, per run (for logging).
         self.last_disagreement_by_step: list[list[float]] = [[] for _ in range(b)]
+        #: Per run, the disagreement ``lookahead_trust`` compares against (the latest ``disagreement_mean``).
+        self.trust_reference = np.full(b, np.nan)
+        #: Per run, decisions where lookahead was overruled for lack of trust (``lookahead_trust``).
+        self.untrusted_decisions = np.zeros(b, np.int64)
 
     # --- DQN pieces -------------------------------------------------------------------------------------------
 
@@ -380,6 +389,7 @@ class BatchedDynaDQN:
         for i in self._lookahead_runs():
             if active is not None and not active[i]:
                 continue
+            spread = np.full((1, self.num_actions), np.nan)
             values = self.model_envs[i].lookahead_values(
                 obs[i : i + 1],
                 self.num_actions,
@@ -388,8 +398,15 @@ class BatchedDynaDQN:
                 self.cfg.gamma,
                 generators[i],
                 expectation=self.cfg.lookahead_expectation,
+                disagreement_out=spread if self.cfg.lookahead_trust > 0 else None,
             )
-            actions[i] = int(values[0].argmax())
+            choice = int(values[0].argmax())
+            reference = self.trust_reference[i]
+            trust = self.cfg.lookahead_trust
+            if trust > 0 and np.isfinite(reference) and spread[0, choice] > trust * reference:
+                self.untrusted_decisions[i] += 1
+                continue  # the model is unsure along this rollout: keep the Q-function's own choice
+            actions[i] = choice
         return actions
 
     def _q_values(self, run: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -735,6 +752,7 @@ class BatchedDynaDQN:
                 fb["model_length_error"] = float(np.mean(model.lengths - lengths[i]))
                 fb["disagreement_mean"] = model.disagreement
                 fb["disagreement_at_k"] = model.disagreement_within(self.ks[i])
+                self.trust_reference[i] = model.disagreement
             else:
                 fb.update(model_return_error=nan, model_length_error=nan, disagreement_mean=nan, disagreement_at_k=nan)
             metrics = self._last_model_metrics[i]
@@ -797,6 +815,8 @@ class BatchedDynaDQN:
             "ks": list(self.ks),
             "updates": torch.as_tensor(self.updates).clone(),
             "model_updates": torch.as_tensor(self.model_updates).clone(),
+            "trust_reference": torch.as_tensor(self.trust_reference).clone(),
+            "untrusted_decisions": torch.as_tensor(self.untrusted_decisions).clone(),
             "run_seeds": list(self.run_seeds),
         }
 
@@ -821,6 +841,9 @@ class BatchedDynaDQN:
         self.ks = [int(k) for k in state["ks"]]
         self.updates = state["updates"].numpy().copy()
         self.model_updates = state["model_updates"].numpy().copy()
+        if "trust_reference" in state:  # snapshots from before lookahead_trust have no reference yet
+            self.trust_reference = state["trust_reference"].numpy().copy()
+            self.untrusted_decisions = state["untrusted_decisions"].numpy().copy()
         self.obs = state["obs"].numpy().astype(np.float32).copy()
         self.episode_return = state["episode_return"].numpy().copy()
         for i, (env, saved) in enumerate(zip(self.envs, state["envs"], strict=True)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -448,3 +449,17 @@ def test_dqn_update_matches_sb3_dqn_train_step() -> None:
     for ours, theirs in zip(algo.q.linears(), linears, strict=True):
         torch.testing.assert_close(ours.weight[0], theirs.weight.T, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(ours.bias[0, 0], theirs.bias, rtol=1e-5, atol=1e-6)
+
+
+def test_lookahead_trust_keeps_the_q_choice_where_the_model_is_unsure() -> None:
+    """With an impossible trust bar every lookahead decision is overruled (and counted, and checkpointed); with no
+    bar none is."""
+    cfg = _tiny_cfg(budget=600, model_use="lookahead")
+    strict = dataclasses.replace(cfg, lookahead_trust=1e-12)
+    overruled = BatchedDynaDQN(_envs(1), strict, seed=3, run_seeds=[9])
+    _drive(overruled, ["fixed:2"])
+    assert overruled.untrusted_decisions[0] > 0 and np.isfinite(overruled.trust_reference[0])
+    assert overruled.state_dict()["untrusted_decisions"].tolist() == overruled.untrusted_decisions.tolist()
+    trusting = BatchedDynaDQN(_envs(1), cfg, seed=3, run_seeds=[9])
+    _drive(trusting, ["fixed:2"])
+    assert trusting.untrusted_decisions[0] == 0
