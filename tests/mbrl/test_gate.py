@@ -189,3 +189,13 @@ def test_the_10k_lookahead_gate_is_generated_and_quoted() -> None:
     dec = json.loads((RESULTS / "gate_lookahead_10k_dec.json").read_text())
     # Paired runs: the compute-matched arm's runs 0-9 are bit-identical in the two batches.
     assert dec["arms"]["fixed:0+compute"]["finals"] == summary["arms"]["fixed:0+compute"]["finals"][:10]
+
+
+def test_the_fresh_seed_confirmation_is_generated_and_quoted() -> None:
+    gate = _gate()
+    summary = json.loads((RESULTS / "gate_trust_confirm.json").read_text())
+    protocol = summary["protocol"]
+    assert protocol["seed"] == 1 and protocol["runs"] == 20 and protocol["lookahead_trust"] == 2.0
+    assert protocol["lookahead_expectation"] and not summary["gate_passed"]
+    table = (RESULTS / "gate_trust_confirm.md").read_text()
+    assert table == gate.table(summary) and table.strip() in (ROOT / "docs" / "dyna.md").read_text()
