@@ -28,6 +28,22 @@ _EXACT_HELP = "Base policy plays the exact optimum on beliefs of at most this ma
 _LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
 
 
+# The options `play` and `serve` share (the same assistant behind the terminal and the page).
+_Hard = Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")]
+_Lists = Annotated[str, typer.Option(help=_LISTS_HELP)]
+_Policy = Annotated[str, typer.Option(help="rollout or greedy.")]
+_Heuristic = Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")]
+_TopK = Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")]
+_AssistantOpener = Annotated[str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")]
+_ExactUpTo = Annotated[int | None, typer.Option(help=_EXACT_HELP)]
+_Book = Annotated[
+    bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
+]
+_Alternatives = Annotated[
+    int, typer.Option(min=1, max=50, help="Alternatives shown with each suggestion (the book holds up to 10).")
+]
+
+
 def _make_solver(
     hard: bool, lists: str, policy: str, heuristic: str, top_k: int | None, opener: str, exact_up_to: int | None = None
 ) -> WordleSolver:
@@ -75,21 +91,15 @@ def _opener(value: str) -> str | None:
 
 @app.command()
 def play(
-    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
-    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
-    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
-    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
-    opener: Annotated[
-        str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")
-    ] = "salet",
-    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
-    book: Annotated[
-        bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
-    ] = True,
-    alternatives: Annotated[
-        int, typer.Option(min=1, max=50, help="Alternatives shown with each suggestion (the book holds up to 10).")
-    ] = 5,
+    hard: _Hard = False,
+    lists: _Lists = "original",
+    policy: _Policy = "rollout",
+    heuristic: _Heuristic = "gep",
+    top_k: _TopK = None,
+    opener: _AssistantOpener = "salet",
+    exact_up_to: _ExactUpTo = None,
+    book: _Book = True,
+    alternatives: _Alternatives = 5,
 ) -> None:
     """Assistant for a real game: suggests guesses, reads back what you played and the colours you got."""
     from planning.wordle.assistant import Assistant
@@ -105,21 +115,15 @@ def play(
 
 @app.command()
 def serve(
-    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
-    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
-    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
-    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
-    opener: Annotated[
-        str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")
-    ] = "salet",
-    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
-    book: Annotated[
-        bool, typer.Option(help="Answer the second move from a book of replies to the opener, cached on disk.")
-    ] = True,
-    alternatives: Annotated[
-        int, typer.Option(min=1, max=50, help="Alternatives shown with each suggestion (the book holds up to 10).")
-    ] = 5,
+    hard: _Hard = False,
+    lists: _Lists = "original",
+    policy: _Policy = "rollout",
+    heuristic: _Heuristic = "gep",
+    top_k: _TopK = None,
+    opener: _AssistantOpener = "salet",
+    exact_up_to: _ExactUpTo = None,
+    book: _Book = True,
+    alternatives: _Alternatives = 5,
     host: Annotated[str, typer.Option(help="Address to listen on (the default is this machine only).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the default browser.")] = False,
