@@ -15,7 +15,8 @@ from meta.rlvr.dars import DARS, cumulative_advantage_factor
 from meta.rlvr.e3 import E3Budget
 from meta.rlvr.knapsack import Knapsack, p_mixed, solve_knapsack
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
-from meta.rlvr.reuse import ResponseBuffer
+from meta.rlvr.reuse import ResponseBuffer, StoredResponse
+from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import PromptStats, StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 
@@ -25,6 +26,7 @@ __all__ = [
     "AdaptiveLengthPenalty",
     "Allocator",
     "BalancedClip",
+    "CostLedger",
     "DynamicSampling",
     "E3Budget",
     "EntropyTemperature",
@@ -32,11 +34,14 @@ __all__ = [
     "PromptStats",
     "ResponseBuffer",
     "StatsTable",
+    "StoredResponse",
     "Uniform",
     "cumulative_advantage_factor",
     "is_mixed",
     "make_allocator",
     "p_mixed",
     "positive_share",
+    "reuse_or_store",
+    "run_stages",
     "solve_knapsack",
 ]

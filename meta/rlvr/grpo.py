@@ -20,10 +20,11 @@ One step (Shao et al. 2024, GRPO; Yu et al. 2025, DAPO):
    sequences (``loss="sequence"``, GRPO eq. 3); over all tokens of the batch (``loss="dapo"``, DAPO eq. 12); or by the
    constant ``max_new_tokens × responses`` (``loss="dr_grpo"``, Dr. GRPO, the default with ``advantage="dr_grpo"``).
 
-Cost accounting (:class:`CostLedger`) is exact: responses and completion tokens generated (EOS included), prompt
-tokens read (each prompt once per stage in which it is sampled, as a prefix-caching server would; the part due to
-stages after the first kept apart), responses and tokens in dropped groups, and reused responses counted separately
-(they cost no generation).
+The stages and response reuse follow the protocol of :mod:`meta.rlvr.staging`, shared with the TRL adapter. Cost
+accounting (:class:`~meta.rlvr.staging.CostLedger`) is exact: responses and completion tokens generated (EOS
+included), prompt tokens read (each prompt once per stage in which it is sampled, as a prefix-caching server would;
+the part due to stages after the first kept apart), responses and tokens in dropped groups, reused responses counted
+separately (they cost no generation), and the rows and tokens the loss was computed on.
 
 The trainer's whole state (model, optimizer, reference model, random generators, prompt order, statistics, response
 buffer, controllers, costs) is plain data in :meth:`GRPOTrainer.state_dict`, so a run can be checkpointed and resumed
@@ -35,7 +36,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -47,6 +48,7 @@ from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
 from meta.rlvr.sampling import sample, sequence_logprobs
+from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 from meta.rlvr.vocab import CharVocab
@@ -130,39 +132,6 @@ class GRPOConfig:
         if self.loss is not None:
             return self.loss
         return "dr_grpo" if self.advantage == "dr_grpo" else "dapo"
-
-
-@dataclass
-class CostLedger:
-    """Cumulative rollout cost.
-
-    Attributes:
-        responses: Responses generated.
-        completion_tokens: Tokens generated (EOS included).
-        prompt_tokens: Prompt tokens read (each prompt once per stage it is sampled in).
-        prompt_tokens_extra_stages: The part of ``prompt_tokens`` from stages after the first.
-        dropped_responses: Generated responses in groups left out of the loss.
-        dropped_tokens: Their completion tokens.
-        reused_responses: Buffered responses injected (not generated).
-        reused_tokens: Their tokens.
-        groups: Generated groups.
-        zero_variance_groups: Generated groups whose rewards were all equal.
-    """
-
-    responses: int = 0
-    completion_tokens: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_extra_stages: int = 0
-    dropped_responses: int = 0
-    dropped_tokens: int = 0
-    reused_responses: int = 0
-    reused_tokens: int = 0
-    groups: int = 0
-    zero_variance_groups: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """Plain-data copy."""
-        return asdict(self)
 
 
 @dataclass
@@ -353,13 +322,12 @@ class GRPOTrainer:
         """Run the allocator's stages for ``tasks``; returns the groups and per-response entropies."""
         groups = [Group(t, self.vocab.encode(t.prompt, bos=True)) for t in tasks]
         keys = [t.prompt for t in tasks]
-        counts = self.allocator.initial(keys, self.stats)
         entropies: list[float] = []
-        stage = 0
-        while any(c > 0 for c in counts) and stage < self.allocator.max_stages:
-            entropies += self._sample_stage(groups, counts, stage)
-            stage += 1
-            counts = self.allocator.extra(keys, [g.rewards for g in groups], stage)
+
+        def generate(counts: list[int], stage: int) -> None:
+            entropies.extend(self._sample_stage(groups, counts, stage))
+
+        run_stages(self.allocator, keys, self.stats, generate, lambda: [g.rewards for g in groups])
         for g in groups:
             if g.responses:
                 self.stats.update(g.task.prompt, g.rewards, [len(r.tokens) for r in g.responses])
@@ -367,17 +335,13 @@ class GRPOTrainer:
                 self.costs.zero_variance_groups += int(not is_mixed(g.rewards))
         if self.buffer is not None:
             for g in groups:
-                if g.responses and max(g.rewards) < self.buffer.success_threshold:
-                    stored = self.buffer.get(g.task.prompt)
-                    if stored is not None:
-                        # The verifier's reward from when it was stored, not a fixed 1.0: rewards on another scale
-                        # (or with partial credit) keep the group's advantages on the fresh responses' scale.
-                        g.responses.append(Response(stored.tokens, stored.reward, reused=True))
-                        self.costs.reused_responses += 1
-                        self.costs.reused_tokens += len(stored.tokens)
-                else:
-                    generated = [r for r in g.responses if not r.reused]
-                    self.buffer.add(g.task.prompt, [r.tokens for r in generated], [r.reward for r in generated])
+                stored = reuse_or_store(self.buffer, g.task.prompt, [r.tokens for r in g.responses], g.rewards)
+                if stored is not None:
+                    # The verifier's reward from when it was stored, not a fixed 1.0: rewards on another scale
+                    # (or with partial credit) keep the group's advantages on the fresh responses' scale.
+                    g.responses.append(Response(stored.tokens, stored.reward, reused=True))
+                    self.costs.reused_responses += 1
+                    self.costs.reused_tokens += len(stored.tokens)
         return groups, entropies
 
     def _drop(self, groups: Sequence[Group]) -> None:
@@ -390,11 +354,13 @@ class GRPOTrainer:
     def step(self) -> dict[str, Any]:
         """One GRPO step; returns step metrics (the cumulative :attr:`costs` are updated in place).
 
-        Besides the rollout metrics, ``loss`` is the mean loss over the step's optimizer steps, ``optimizer_steps``
-        their number, ``clip_fraction`` the share of learning tokens whose gradient the clip removed (ratio beyond the
-        bound on the side its advantage pushes), ``ratio_min`` / ``ratio_max`` the extreme ratios seen, and
-        ``clip_low`` / ``clip_high`` the ratio bounds of the last optimizer step.
+        ``cost/*`` are the cumulative :class:`~meta.rlvr.staging.CostLedger` fields and ``step_cost/*`` this step's
+        share of them. Besides the rollout metrics, ``loss`` is the mean loss over the step's optimizer steps,
+        ``optimizer_steps`` their number, ``clip_fraction`` the share of learning tokens whose gradient the clip
+        removed (ratio beyond the bound on the side its advantage pushes), ``ratio_min`` / ``ratio_max`` the extreme
+        ratios seen, and ``clip_low`` / ``clip_high`` the ratio bounds of the last optimizer step.
         """
+        before = self.costs.as_dict()
         groups, entropies = self._rollout(self._draw(self.cfg.prompts_per_step))
         keep = self.allocator.keep([g.rewards for g in groups])
         kept = [g for g, k in zip(groups, keep, strict=True) if k]
@@ -432,6 +398,7 @@ class GRPOTrainer:
             "entropy": mean_entropy,
             "temperature": self.temperature,
             **{f"cost/{k}": v for k, v in self.costs.as_dict().items()},
+            **{f"step_cost/{k}": v for k, v in self.costs.since(before).items()},
         }
 
     def _shaped_rewards(self, g: Group) -> list[float]:
@@ -471,6 +438,8 @@ class GRPOTrainer:
                 # so they are skipped in the forward pass unless a KL term needs them.
                 if (a != 0.0 or self.ref_model is not None) and r.tokens:
                     rows.append((g.prompt_ids, r.tokens, a))
+        self.costs.rows_trained += len(lengths)
+        self.costs.tokens_trained += sum(lengths)
         if not rows or sum(lengths) == 0:
             return metrics
         chunks = [c for c in np.array_split(np.arange(len(rows)), min(self.cfg.minibatches, len(rows))) if c.size]
@@ -620,7 +589,7 @@ class GRPOTrainer:
         self._cursor = int(state["cursor"])
         self.num_steps = int(state["num_steps"])
         self.temperature = float(state["temperature"])
-        self.costs = CostLedger(**{k: int(v) for k, v in state["costs"].items()})
+        self.costs = CostLedger.from_dict(state["costs"])
         self.stats.load_state_dict(state["stats"])
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])

@@ -1,40 +1,74 @@
-"""Adapter applying a rolloutlab allocator inside TRL's ``GRPOTrainer`` (TRL ≥ 1.16).
+"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL 1.16).
 
-TRL samples a fixed ``num_generations`` G per prompt. :class:`AllocatingGRPOTrainer` lets an allocator choose
-``n_i ≤ G`` per prompt: rows ``n_i..G−1`` of each group become *dummy* rows — they are not generated (a single EOS
-stands in), every reward function returns ``None`` for them (TRL then leaves them out of the group mean/std and sets
-their advantage to 0), and their tokens are masked out of the loss and out of ``num_items_in_batch``. That is exact
-for the token-level losses whose normaliser counts unmasked tokens (``dapo``, ``bnpo``); ``grpo``/``dr_grpo``/``sapo``
-etc. divide by the number of rows or by ``G·max_len``, which dummy rows would silently change, so they are refused.
+TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
+:class:`AllocatingGRPOTrainer` replaces TRL's "sample ``G`` per prompt" with rolloutlab's staged protocol
+(:mod:`meta.rlvr.staging`), the same one the compact trainer follows:
 
-Only the allocator's first stage is applied (one generation call per TRL step): staged allocators (AR3PO, DARS) need
-the compact trainer (:mod:`meta.rlvr.grpo`). Statistics (:class:`StatsTable`) are updated from the real rows' rewards.
+1. the allocator sets each prompt's first-stage count, then after each stage how many more it gets given the
+   correctness rewards seen so far this step (AR3PO, DARS); counts may exceed ``G``;
+2. every stage samples only the responses asked for, through TRL's own generation path (``_generate``), and scores
+   them with TRL's reward functions (``_calculate_rewards``);
+3. AR3PO response reuse injects a stored correct response into an all-wrong group; the allocator's ``keep`` drops
+   groups (DAPO's zero-variance filter) and DAPO's ``refill`` draws fresh prompts from the training set;
+4. the training batch holds only the kept groups' real rows, with GRPO advantages computed per group of any size
+   (TRL's ``scale_rewards`` rule), so every ``loss_type`` TRL offers is exact: no padding rows, no masking tricks.
 
-Controllers through callbacks: :class:`TemperatureCallback` (E3 entropy-targeting temperature) and
-:class:`LengthPenaltyReward` (ALP, an extra reward function reading the statistics' solve rate). Single process only.
+Prompt statistics, the allocator's stage decisions and response reuse read one reward function only, the correctness
+reward named by ``correctness_reward`` (default: the first one); advantages use TRL's weighted sum of all of them
+(``reward_weights``), optionally shaped by ALP (``length_penalty``, with each group's own solve rate).
+
+A :class:`~meta.rlvr.staging.CostLedger` (:attr:`AllocatingGRPOTrainer.ledger`) counts generated responses and tokens,
+prompt tokens read, rows and tokens trained, reuse and drops; it is logged as ``ledger/*`` (cumulative) and
+``ledger/step_*`` (per step). TRL's own ``num_tokens`` and ``completions/*`` metrics count the generated rows only.
+
+:func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
+latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
+works from ``callbacks=[...]``. Refused with the reason: vLLM, several processes, tools/environments, custom
+``rollout_func``, ``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch
+that is not whole groups.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+import json
+import os
+import tempfile
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import trl
 from packaging.version import Version
 from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.data_utils import is_conversational
+from trl.trainer.utils import add_fused_lm_head, nanstd, pad
 
-from meta.rlvr.allocators import Allocator
+from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
+from meta.rlvr.reuse import ResponseBuffer
+from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 
-EXACT_LOSSES = ("dapo", "bnpo")
 #: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
 #: ``GRPOTrainer`` methods, which TRL may change in any minor release.
 SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
+#: File the adapter's own state is saved to inside each TRL checkpoint directory.
+STATE_FILE = "rolloutlab_rlvr_state.json"
+#: The generation metrics TRL appends once per ``_generate`` call; the adapter pools them over a step's stages.
+_GENERATION_METRICS = (
+    "completions/mean_length",
+    "completions/min_length",
+    "completions/max_length",
+    "completions/clipped_ratio",
+    "completions/mean_terminated_length",
+    "completions/min_terminated_length",
+    "completions/max_terminated_length",
+)
 
 
 def check_trl_version(version: str) -> None:
@@ -58,22 +92,80 @@ def _default_key(row: dict[str, Any]) -> str:
     return str(row["prompt"])
 
 
+def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
+    """Set the temperature TRL samples with *and* divides the logits by in the loss's log-probabilities.
+
+    TRL 1.16 builds a fused LM head at construction with the temperature of that moment baked in; setting
+    ``trainer.temperature`` alone changes sampling but leaves the loss at the old temperature. This re-patches the
+    policy's (and the reference model's) fused head from the model class's own ``forward``.
+
+    Raises:
+        ValueError: ``temperature <= 0``.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    trainer.temperature = float(temperature)
+    if getattr(trainer, "generation_config", None) is not None:
+        trainer.generation_config.temperature = float(temperature)
+    config: Any = trainer.args
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    _repatch(model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs", "entropy"))
+    if trainer.ref_model is not None:
+        _repatch(trainer.ref_model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs",))
+
+
+def _repatch(model: torch.nn.Module, temperature: float, fp32: bool, outputs: tuple[str, ...]) -> None:
+    # Restore the class's forward first so the new head does not wrap the old one.
+    model.forward = types.MethodType(type(model).forward, model)  # type: ignore[method-assign]
+    add_fused_lm_head(model, temperature=temperature, cast_lm_head_to_fp32=fp32, outputs=outputs)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Group:
+    """One prompt's responses this step (generated and reused), with TRL's per-function rewards."""
+
+    row: dict[str, Any]
+    key: str
+    prompt_ids: list[int] | None = None
+    completion_ids: list[list[int]] = field(default_factory=list)
+    completions: list[Any] = field(default_factory=list)
+    rewards_per_func: list[list[float]] = field(default_factory=list)
+    correct: list[float] = field(default_factory=list)
+    reused: list[bool] = field(default_factory=list)
+
+    def generated_correct(self) -> list[float]:
+        return [c for c, r in zip(self.correct, self.reused, strict=True) if not r]
+
+    def generated_ids(self) -> list[list[int]]:
+        return [c for c, r in zip(self.completion_ids, self.reused, strict=True) if not r]
+
+
 class AllocatingGRPOTrainer(GRPOTrainer):
-    """``trl.GRPOTrainer`` with per-prompt response counts from a rolloutlab allocator.
+    """``trl.GRPOTrainer`` with rolloutlab's staged per-prompt allocation, response reuse and dynamic sampling.
 
     Args:
         *args: Passed to ``GRPOTrainer``.
-        allocator: Decides ``n_i`` per prompt (first stage only); counts above ``num_generations`` are clipped.
-        stats: Per-prompt statistics (a fresh table if ``None``); updated after every scored batch.
-        prompt_key: Maps a dataset row to the statistics key (default: the ``prompt`` field as a string).
-        **kwargs: Passed to ``GRPOTrainer``; ``reward_funcs`` must be callables.
+        allocator: Decides the responses per prompt, stage by stage (:func:`meta.rlvr.allocators.make_allocator`).
+        stats: Per-prompt statistics (a fresh table if ``None``); updated with the correctness reward after every
+            step.
+        prompt_key: Maps a dataset row to the statistics / reuse key (default: the ``prompt`` field as a string).
+        correctness_reward: Name of the reward function (its ``__name__``, as TRL logs it) whose value is the
+            verifier's correctness; default: the first reward function.
+        length_penalty: Optional ALP: the summed reward of each response is shaped with its group's own solve rate
+            (Xiang et al. 2025, eq. 2) before advantages are computed.
+        reuse_capacity: Correct responses kept per prompt for reuse (allocators with ``reuse``, e.g. AR3PO).
+        **kwargs: Passed to ``GRPOTrainer``.
 
     Raises:
-        ValueError: ``args.loss_type`` not in ``("dapo", "bnpo")``, or a reward function that is not a plain callable.
+        ValueError: an unsupported TRL setting (see the module docstring) or an unknown ``correctness_reward``.
 
     Attributes:
-        last_allocation: The counts applied to the most recent training batch, one per prompt.
-        last_batch: ``{"dummy": bool tensor, "advantages": tensor}`` of the most recent training batch.
+        ledger: Cumulative :class:`~meta.rlvr.staging.CostLedger`.
+        last_allocation: Responses generated per prompt of the most recent step's first batch (all stages).
+        last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch.
+        last_step: The most recent step's ledger increase and group counts.
     """
 
     def __init__(
@@ -82,107 +174,416 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         allocator: Allocator,
         stats: StatsTable | None = None,
         prompt_key: Callable[[dict[str, Any]], str] = _default_key,
+        correctness_reward: str | None = None,
+        length_penalty: AdaptiveLengthPenalty | None = None,
+        reuse_capacity: int = 4,
         **kwargs: Any,
     ) -> None:
-        train_args = kwargs.get("args", args[2] if len(args) > 2 else None)
-        loss_type = getattr(train_args, "loss_type", None)
-        if loss_type not in EXACT_LOSSES:
-            raise ValueError(
-                f"AllocatingGRPOTrainer needs loss_type in {EXACT_LOSSES} (got {loss_type!r}): dummy rows are only "
-                "exactly neutral for losses normalised by the count of unmasked tokens; "
-                "set GRPOConfig(loss_type='dapo')"
-            )
-        funcs = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
-        funcs_list = funcs if isinstance(funcs, list) else [funcs]
-        if any(not callable(f) or isinstance(f, torch.nn.Module | str) for f in funcs_list):
-            raise ValueError("AllocatingGRPOTrainer supports callable reward functions only")
-        wrapped = [self._wrap_reward(f) for f in funcs_list if f is not None]
-        if "reward_funcs" in kwargs:
-            kwargs["reward_funcs"] = wrapped
+        super().__init__(*args, **kwargs)
+        self._refuse_unsupported()
+        names = list(self.reward_func_names)
+        if correctness_reward is None:
+            self.correctness_index = 0
+        elif correctness_reward in names:
+            self.correctness_index = names.index(correctness_reward)
         else:
-            args = (args[0], wrapped, *args[2:])
+            raise ValueError(f"correctness_reward {correctness_reward!r} is not one of the reward functions {names}")
         self.allocator = allocator
         self.rlvr_stats = stats if stats is not None else StatsTable()
         self.prompt_key = prompt_key
-        self._dummy: list[bool] = []
+        self.length_penalty = length_penalty
+        self.success_threshold = float(getattr(allocator, "success_threshold", 0.5))
+        self.response_buffer = (
+            ResponseBuffer(reuse_capacity, self.success_threshold) if getattr(allocator, "reuse", False) else None
+        )
+        self.ledger = CostLedger()
         self.last_allocation: list[int] = []
-        self.last_batch: dict[str, torch.Tensor] = {}
-        super().__init__(*args, **kwargs)
+        self.last_batch: dict[str, Any] = {}
+        self.last_step: dict[str, Any] = {}
+        self._refill_rng = np.random.default_rng(self.args.seed)
+        self._prompts_drawn = 0
+        self._epochs_ended = 0
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, TemperatureCallback):
+                callback.trainer = self
 
-    def _wrap_reward(self, func: Callable[..., Sequence[float | None]]) -> Callable[..., list[float | None]]:
-        @functools.wraps(func)
-        def reward(*args: Any, **kwargs: Any) -> list[float | None]:
-            out = list(func(*args, **kwargs))
-            dummy = self._dummy if len(self._dummy) == len(out) else [False] * len(out)
-            return [None if d else r for r, d in zip(out, dummy, strict=True)]
-
-        return reward
-
-    # --- generation: skip dummy rows ------------------------------------------------------------------------------
-    def _generate_single_turn(
-        self, prompt_ids: list[list[int]], images: Any, multimodal_fields: Any, num_generations: int, *a: Any, **k: Any
-    ) -> tuple[list[list[int]], Any]:
-        dummy = self._dummy if len(self._dummy) == len(prompt_ids) else [False] * len(prompt_ids)
-        if not any(dummy) or images is not None or multimodal_fields:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, *a, **k)
-        real = [i for i, d in enumerate(dummy) if not d]
-        completions: list[list[int]] = [[self.eos_token_ids[0]] for _ in prompt_ids]
-        logprobs: list[list[float]] | None = None
-        if real:
-            got, got_logprobs = super()._generate_single_turn(
-                [prompt_ids[i] for i in real], None, multimodal_fields, num_generations, *a, **k
+    def _refuse_unsupported(self) -> None:
+        args: Any = self.args
+        reasons = []
+        if self.use_vllm:
+            reasons.append(
+                "vLLM generation (server mode generates num_generations per G-th prompt, which mispairs variable "
+                "per-prompt counts, and neither mode is tested with the adapter): set use_vllm=False"
             )
-            for i, c in zip(real, got, strict=True):
-                completions[i] = list(c)
-            if got_logprobs is not None:
-                logprobs = [[0.0] for _ in prompt_ids]
-                for i, lp in zip(real, got_logprobs, strict=True):
-                    logprobs[i] = list(lp)
-        return completions, logprobs
+        if self.accelerator.num_processes > 1:
+            reasons.append(
+                f"{self.accelerator.num_processes} processes: the staged protocol needs every group's rewards in one "
+                "process; run single-process"
+            )
+        if self.tools or self.environment_factories is not None:
+            reasons.append("tools / environments: the adapter generates single-turn completions only")
+        if self.rollout_func is not None:
+            reasons.append("a custom rollout_func: the adapter owns generation")
+        if args.steps_per_generation != 1:
+            reasons.append(
+                f"steps_per_generation={args.steps_per_generation}: TRL splits a generation batch into equal slices, "
+                "and the adapter's batches vary in size; use steps_per_generation=1 (raise per_device_train_batch_size "
+                "instead of accumulating)"
+            )
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            reasons.append("multi_objective_aggregation other than 'sum_then_normalize'")
+        if self.beta != 0.0 and self.ref_model is None:
+            reasons.append("a KL term (beta != 0) without a separate reference model (PEFT)")
+        if reasons:
+            raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
 
-    # --- allocation, masking and statistics ------------------------------------------------------------------------
+    # --- one training step's rollout ---------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        group = int(self.num_generations or 1)
-        if self.model is None or not self.model.training or len(inputs) % group != 0:
-            self._dummy = []
+        if self.model is None or not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        keys = [self.prompt_key(inputs[i]) for i in range(0, len(inputs), group)]
-        counts = [min(max(int(n), 0), group) for n in self.allocator.initial(keys, self.rlvr_stats)]
-        self.last_allocation = counts
-        self._dummy = [j >= n for n in counts for j in range(group)]
-        try:
-            output = super()._generate_and_score_completions(inputs)
-        finally:
-            dummy = torch.tensor(self._dummy, dtype=torch.bool)
-            self._dummy = []
-        device = output["completion_mask"].device
-        dummy = dummy.to(device)
-        keep = (~dummy).unsqueeze(1).to(output["completion_mask"].dtype)
-        output["completion_mask"] = output["completion_mask"] * keep
-        loss_mask = output["completion_mask"]
-        if "tool_mask" in output:
-            loss_mask = loss_mask * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-        self.last_batch = {"dummy": dummy.cpu(), "advantages": output["advantages"].detach().cpu()}
+        heads = self._group_heads(inputs)
+        before = self.ledger.as_dict()
+        marks = {k: len(self._metrics["train"][k]) for k in _GENERATION_METRICS}
+        groups = self._rollout(heads)
+        self.last_allocation = [sum(not r for r in g.reused) for g in groups]
+        every = list(groups)
+        kept, dropped = self._split_kept(groups)
+        rounds = 0
+        max_rounds = int(getattr(self.allocator, "max_rounds", 0))
+        while self.allocator.refill and len(kept) < len(heads) and rounds < max_rounds:
+            more = self._rollout(self._draw_rows(len(heads) - len(kept)))
+            every += more
+            more_kept, more_dropped = self._split_kept(more)
+            kept += more_kept
+            dropped += more_dropped
+            rounds += 1
+        dropped += kept[len(heads) :]
+        kept = kept[: len(heads)]
+        for g in dropped:
+            ids = g.generated_ids()
+            self.ledger.dropped_responses += len(ids)
+            self.ledger.dropped_tokens += sum(len(c) for c in ids)
+        learn = True
+        if not any(g.completion_ids for g in kept):
+            # Nothing survived the filter: train on every generated row with zero advantage, a step that moves the
+            # policy only through the KL term (if any), instead of a batch TRL cannot build.
+            kept = [g for g in every if g.completion_ids]
+            learn = False
+            if not kept:
+                raise ValueError(
+                    f"allocator {self.allocator.name!r} gave every prompt of the batch 0 responses; a step needs at "
+                    "least one"
+                )
+        self._pool_generation_metrics(marks, every)
+        output = self._build_batch(kept, learn)
+        step = self.ledger.since(before)
+        self.last_step = {
+            **step,
+            "groups_generated": sum(bool(g.completion_ids) for g in every),
+            "groups_kept": len(kept) if learn else 0,
+            "refill_rounds": rounds,
+        }
+        metrics = self._metrics["train"]
+        for name, value in self.ledger.as_dict().items():
+            metrics[f"ledger/{name}"] = [float(value)]
+        for name, value in step.items():
+            metrics[f"ledger/step_{name}"].append(float(value))
+        metrics["rlvr/groups_kept"].append(float(self.last_step["groups_kept"]))
+        metrics["rlvr/refill_rounds"].append(float(rounds))
         return output
 
-    def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> torch.Tensor:
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self._dummy and len(self._dummy) == len(inputs):
-            total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(dim=1).tolist()
-            group = int(self.num_generations or 1)
-            for start in range(0, len(inputs), group):
-                real = [total[j] for j in range(start, start + group) if not self._dummy[j]]
-                lengths = [len(completion_ids_list[j]) for j in range(start, start + group) if not self._dummy[j]]
-                self.rlvr_stats.update(self.prompt_key(inputs[start]), real, lengths)
-        return rewards_per_func
+    def _group_heads(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        group = int(self.num_generations or 1)
+        if len(inputs) % group != 0:
+            raise ValueError(
+                f"a training batch of {len(inputs)} rows is not whole groups of num_generations={group}; make "
+                "per_device_train_batch_size a multiple of num_generations"
+            )
+        heads = [inputs[i] for i in range(0, len(inputs), group)]
+        for start in range(0, len(inputs), group):
+            keys = {self.prompt_key(inputs[j]) for j in range(start, start + group)}
+            if len(keys) != 1:
+                raise ValueError(f"rows {start}..{start + group - 1} of the batch are not one prompt's group: {keys}")
+        return [dict(h) for h in heads]
+
+    def _draw_rows(self, n: int) -> list[dict[str, Any]]:
+        """DAPO refill: ``n`` fresh prompts drawn from the training set with the adapter's seeded generator."""
+        dataset = self.train_dataset
+        idx = self._refill_rng.integers(0, len(dataset), size=n)  # type: ignore[arg-type]
+        return [dict(dataset[int(i)]) for i in idx]  # type: ignore[index]
+
+    def _rollout(self, rows: list[dict[str, Any]]) -> list[_Group]:
+        groups = [_Group(row, self.prompt_key(row)) for row in rows]
+        self._count_prompts(len(rows))
+
+        def generate(counts: list[int], stage: int) -> None:
+            self._sample_stage(groups, counts, stage)
+
+        run_stages(
+            self.allocator, [g.key for g in groups], self.rlvr_stats, generate, lambda: [g.correct for g in groups]
+        )
+        for g in groups:
+            if g.completion_ids:
+                self.rlvr_stats.update(g.key, g.correct, [len(c) for c in g.completion_ids])
+                self.ledger.groups += 1
+                self.ledger.zero_variance_groups += int(not is_mixed(g.correct))
+        if self.response_buffer is not None:
+            for g in groups:
+                stored = reuse_or_store(self.response_buffer, g.key, g.generated_ids(), g.generated_correct())
+                if stored is not None:
+                    self._inject(g, stored.tokens, stored.reward)
+        return groups
+
+    def _sample_stage(self, groups: list[_Group], counts: list[int], stage: int) -> None:
+        request = [i for i, c in enumerate(counts) for _ in range(int(c))]
+        if not request:
+            return
+        prompts = [groups[i].row["prompt"] for i in request]
+        # num_generations is what TRL's generation backends read to decide how many samples a prompt gets; the
+        # adapter's rows are already one per response.
+        group_size = self.num_generations
+        self.num_generations = 1
+        try:
+            prompt_ids, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
+        finally:
+            self.num_generations = group_size
+        rows = [dict(groups[i].row) for i in request]
+        rewards = self._calculate_rewards(rows, prompts, completions, completion_ids).detach().cpu().tolist()
+        for j, i in enumerate(request):
+            self._append(groups[i], list(prompt_ids[j]), list(completion_ids[j]), completions[j], rewards[j], False)
+            self.ledger.responses += 1
+            self.ledger.completion_tokens += len(completion_ids[j])
+        for i, c in enumerate(counts):
+            if c > 0 and groups[i].prompt_ids is not None:
+                self.ledger.prompt_tokens += len(groups[i].prompt_ids)  # type: ignore[arg-type]
+                if stage > 0:
+                    self.ledger.prompt_tokens_extra_stages += len(groups[i].prompt_ids)  # type: ignore[arg-type]
+
+    def _append(
+        self, g: _Group, prompt_ids: list[int], ids: list[int], completion: Any, rewards: list[float], reused: bool
+    ) -> None:
+        g.prompt_ids = prompt_ids
+        g.completion_ids.append(ids)
+        g.completions.append(completion)
+        g.rewards_per_func.append(rewards)
+        value = rewards[self.correctness_index]
+        g.correct.append(0.0 if value != value else float(value))  # an unscorable (None) correctness reads as wrong
+        g.reused.append(reused)
+
+    def _inject(self, g: _Group, tokens: list[int], reward: float) -> None:
+        """AR3PO reuse: score the stored response with every reward function, keep its stored correctness."""
+        text = self.processing_class.batch_decode([tokens], skip_special_tokens=True)[0]  # type: ignore[union-attr]
+        completion: Any = [{"role": "assistant", "content": text}] if is_conversational(g.row) else text
+        rewards = self._calculate_rewards([dict(g.row)], [g.row["prompt"]], [completion], [tokens])
+        row = rewards.detach().cpu().tolist()[0]
+        row[self.correctness_index] = float(reward)
+        assert g.prompt_ids is not None  # reuse needs a generated response, hence its prompt ids
+        self._append(g, g.prompt_ids, list(tokens), completion, row, True)
+        self.ledger.reused_responses += 1
+        self.ledger.reused_tokens += len(tokens)
+
+    def _split_kept(self, groups: list[_Group]) -> tuple[list[_Group], list[_Group]]:
+        keep = self.allocator.keep([g.correct for g in groups])
+        return [g for g, k in zip(groups, keep, strict=True) if k], [
+            g for g, k in zip(groups, keep, strict=True) if not k
+        ]
+
+    def _count_prompts(self, n: int) -> None:
+        # E3 widens its bounds after each pass over the prompt pool (the compact trainer's epoch).
+        self._prompts_drawn += n
+        pool = len(self.train_dataset)  # type: ignore[arg-type]
+        while self._prompts_drawn >= pool * (self._epochs_ended + 1):
+            self.allocator.end_epoch()
+            self._epochs_ended += 1
+
+    def _pool_generation_metrics(self, marks: dict[str, int], groups: list[_Group]) -> None:
+        """Replace the per-stage generation metrics TRL appended this step by one value over all generated rows."""
+        metrics = self._metrics["train"]
+        for k, n in marks.items():
+            del metrics[k][n:]
+        ids = [c for g in groups for c in g.generated_ids()]
+        if not ids:
+            return
+        lengths = np.array([len(c) for c in ids], dtype=float)
+        ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+        truncated = np.array([not c or c[-1] not in ends for c in ids])
+        done = lengths[~truncated] if (~truncated).any() else np.zeros(1)
+        for key, value in (
+            ("mean_length", lengths.mean()),
+            ("min_length", lengths.min()),
+            ("max_length", lengths.max()),
+            ("clipped_ratio", truncated.mean()),
+            ("mean_terminated_length", done.mean()),
+            ("min_terminated_length", done.min()),
+            ("max_terminated_length", done.max()),
+        ):
+            metrics[f"completions/{key}"].append(float(value))
+
+    # --- the training batch ------------------------------------------------------------------------------------
+    def _advantages(self, groups: list[_Group], learn: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-row summed reward and GRPO advantage, group by group (TRL's ``scale_rewards`` rule, any group size)."""
+        weights = self.reward_weights.detach().cpu()
+        totals: list[torch.Tensor] = []
+        for g in groups:
+            per_func = torch.tensor(g.rewards_per_func, dtype=torch.float32)
+            total = (per_func * weights.unsqueeze(0)).nansum(dim=1)
+            total[torch.isnan(per_func).all(dim=1)] = torch.nan
+            if self.length_penalty is not None:
+                solve_rate = sum(c >= self.success_threshold for c in g.correct) / len(g.correct)
+                w = self.length_penalty.weight(solve_rate, len(g.correct))
+                total = total - w * torch.tensor([len(c) for c in g.completion_ids], dtype=torch.float32)
+            totals.append(total)
+        rewards = torch.cat(totals)
+        if not learn:
+            return rewards, torch.zeros_like(rewards)
+        batch_std = nanstd(rewards) if rewards.numel() > 1 else torch.tensor(0.0)
+        advantages = []
+        for total in totals:
+            centred = total - torch.nanmean(total)
+            if self.scale_rewards == "group":
+                std = nanstd(total) if total.numel() > 1 else torch.tensor(0.0)
+                centred = centred / (std + 1e-4)
+            elif self.scale_rewards == "batch":
+                centred = centred / (batch_std + 1e-4)
+            advantages.append(centred)
+        # Unscorable rows (every reward None) and one-response groups carry no signal.
+        return rewards, torch.nan_to_num(torch.cat(advantages), nan=0.0)
+
+    def _build_batch(self, groups: list[_Group], learn: bool) -> dict[str, Any]:
+        device = self.accelerator.device
+        rows = [(g, j) for g in groups for j in range(len(g.completion_ids))]
+        rewards, advantages = self._advantages(groups, learn)
+        ids_list = [g.completion_ids[j] for g, j in rows]
+        self.ledger.rows_trained += len(rows)
+        self.ledger.tokens_trained += sum(len(c) for c in ids_list)
+        pad_id = self._tokenizer.pad_token_id
+        prompt_ids = [torch.tensor(g.prompt_ids) for g, _ in rows]
+        prompt_mask = [torch.ones_like(t, dtype=torch.long) for t in prompt_ids]
+        completion_ids = [torch.tensor(c) for c in ids_list]
+        completion_mask = [torch.ones_like(t, dtype=torch.long) for t in completion_ids]
+        multiple: Any = self.pad_to_multiple_of
+        p_ids = pad(prompt_ids, padding_value=pad_id, padding_side="left", pad_to_multiple_of=multiple).to(device)
+        p_mask = pad(prompt_mask, padding_value=0, padding_side="left", pad_to_multiple_of=multiple).to(device)
+        c_ids = pad(completion_ids, padding_value=pad_id, padding_side="right", pad_to_multiple_of=multiple).to(device)
+        c_mask = pad(completion_mask, padding_value=0, padding_side="right", pad_to_multiple_of=multiple).to(device)
+        if self.mask_truncated_completions:
+            ends = {*self.eos_token_ids, pad_id}
+            truncated = torch.tensor([not c or c[-1] not in ends for c in ids_list], device=device)
+            c_mask = c_mask * (~truncated).unsqueeze(1).int()
+        num_items = self.accelerator.gather(c_mask.sum()).sum()
+        input_ids = torch.cat([p_ids, c_ids], dim=1)
+        attention = torch.cat([p_mask, c_mask], dim=1)
+        keep = c_ids.size(1)
+        config: Any = self.args
+        batch_size = config.per_device_train_batch_size
+        old_logps = ref_logps = None
+        with torch.no_grad():
+            # As TRL: the sampling policy's log-probs are needed only when the batch is trained on after the policy
+            # moved (num_iterations > 1 or accumulation across generations); otherwise the ratio is 1 by construction.
+            generate_every = config.steps_per_generation * self.num_iterations
+            if config.gradient_accumulation_steps % generate_every != 0:
+                old_logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, input_ids, attention, keep, batch_size=batch_size
+                )
+            if self.beta != 0.0:
+                ref_logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.ref_model, input_ids, attention, keep, batch_size=batch_size
+                )
+        advantages = advantages.to(device)
+        self._log_rewards(groups, rows, rewards, advantages)
+        self.last_batch = {
+            "group_sizes": [len(g.completion_ids) for g in groups],
+            "reused": [g.reused[j] for g, j in rows],
+            "advantages": advantages.detach().cpu(),
+        }
+        output: dict[str, Any] = {
+            "prompt_ids": p_ids,
+            "prompt_mask": p_mask,
+            "completion_ids": c_ids,
+            "completion_mask": c_mask,
+            "advantages": advantages,
+            "num_items_in_batch": num_items,
+        }
+        if old_logps is not None:
+            output["old_per_token_logps"] = old_logps
+        if ref_logps is not None:
+            output["ref_per_token_logps"] = ref_logps
+        return output
+
+    def _log_rewards(
+        self, groups: list[_Group], rows: list[tuple[_Group, int]], rewards: torch.Tensor, advantages: torch.Tensor
+    ) -> None:
+        metrics = self._metrics["train"]
+        per_func = torch.tensor([g.rewards_per_func[j] for g, j in rows], dtype=torch.float32)
+        for i, name in enumerate(self.reward_func_names):
+            metrics[f"rewards/{name}/mean"].append(torch.nanmean(per_func[:, i]).item())
+            metrics[f"rewards/{name}/std"].append(nanstd(per_func[:, i]).item())
+        metrics["reward"].append(torch.nanmean(rewards).item())
+        metrics["reward_std"].append(nanstd(rewards).item())
+        metrics["frac_reward_zero_std"].append(float(np.mean([not is_mixed(g.correct) for g in groups])))
+        metrics["rlvr/rows_per_group"].append(float(np.mean([len(g.completion_ids) for g in groups])))
+        logs: Any = self._logs  # TRL's completion table (log_completions)
+        logs["prompt"].extend(g.row["prompt"] for g, _ in rows)
+        logs["completion"].extend(g.completions[j] for g, j in rows)
+        for i, name in enumerate(self.reward_func_names):
+            logs["rewards"][name].extend(per_func[:, i].tolist())
+        logs["advantages"].extend(advantages.detach().cpu().tolist())
+
+    # --- checkpoints ---------------------------------------------------------------------------------------------
+    def rlvr_state_dict(self) -> dict[str, Any]:
+        """The adapter's own state as plain data: statistics, reuse buffer, ledger, allocator, temperature, refill
+        generator and prompt count (TRL's checkpoint holds the rest)."""
+        return {
+            "stats": self.rlvr_stats.state_dict(),
+            "buffer": self.response_buffer.state_dict() if self.response_buffer is not None else None,
+            "ledger": self.ledger.as_dict(),
+            "allocator": self.allocator.state_dict(),
+            "temperature": float(self.temperature),
+            "refill_rng": self._refill_rng.bit_generator.state,
+            "prompts_drawn": self._prompts_drawn,
+            "epochs_ended": self._epochs_ended,
+        }
+
+    def load_rlvr_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`rlvr_state_dict` (the temperature through :func:`set_temperature`)."""
+        self.rlvr_stats.load_state_dict(state["stats"])
+        if (state["buffer"] is None) != (self.response_buffer is None):
+            raise ValueError("the checkpoint and this trainer disagree on response reuse (allocator differs)")
+        if self.response_buffer is not None:
+            self.response_buffer.load_state_dict(state["buffer"])
+        self.ledger = CostLedger.from_dict(state["ledger"])
+        self.allocator.load_state_dict(state["allocator"])
+        self._refill_rng.bit_generator.state = state["refill_rng"]
+        self._prompts_drawn = int(state["prompts_drawn"])
+        self._epochs_ended = int(state["epochs_ended"])
+        if float(state["temperature"]) != float(self.temperature):
+            set_temperature(self, float(state["temperature"]))
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.rlvr_state_dict(), f)
+            os.replace(tmp, os.path.join(folder, STATE_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None:
+            path = os.path.join(checkpoint, STATE_FILE)
+            if os.path.exists(path):
+                with open(path) as f:
+                    self.load_rlvr_state_dict(json.load(f))
 
 
 class TemperatureCallback(TrainerCallback):
-    """Applies an :class:`EntropyTemperature` controller after every optimizer step.
+    """Applies an :class:`EntropyTemperature` controller (E3) after every optimizer step.
 
-    Reads the trainer's logged mean token entropy (``entropy`` metric) and sets the sampling temperature used by the
-    next generation (``trainer.temperature`` and its generation config).
+    Reads the trainer's logged mean token entropy (``entropy`` metric) and sets the temperature of the next
+    generation *and* of the loss's log-probabilities (:func:`set_temperature`). Pass it in
+    ``AllocatingGRPOTrainer(callbacks=[...])`` (the trainer binds itself) or call :meth:`attach` on any
+    ``GRPOTrainer``.
 
     Args:
         controller: The E3 temperature controller.
@@ -196,8 +597,16 @@ class TemperatureCallback(TrainerCallback):
     def attach(self, trainer: GRPOTrainer) -> TemperatureCallback:
         """Register with ``trainer`` (adds itself to its callbacks) and return ``self``."""
         self.trainer = trainer
-        trainer.add_callback(self)
+        if self not in trainer.callback_handler.callbacks:
+            trainer.add_callback(self)
         return self
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.trainer is None:
+            raise RuntimeError(
+                "TemperatureCallback is not bound to a trainer: pass it to AllocatingGRPOTrainer(callbacks=[...]) "
+                "or call TemperatureCallback(...).attach(trainer) on a plain GRPOTrainer"
+            )
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         trainer = self.trainer
@@ -207,41 +616,5 @@ class TemperatureCallback(TrainerCallback):
         if not entropies:
             return
         temperature = self.controller.decide({"entropy": float(entropies[-1])})
-        trainer.temperature = temperature
-        if getattr(trainer, "generation_config", None) is not None:
-            trainer.generation_config.temperature = temperature
+        set_temperature(trainer, temperature)
         self.history.append(temperature)
-
-
-class LengthPenaltyReward:
-    """ALP as an extra TRL reward function: ``−β/N · max(p̂, 1/K) · |y|`` per completion.
-
-    ``p̂`` is the prompt's online solve rate from the adapter's statistics (EMA over previous steps; the prior mean
-    for an unseen prompt), ``K`` the group size and ``|y|`` the completion length in tokens.
-
-    Args:
-        controller: The ALP settings (β, N).
-        stats: The statistics table the :class:`AllocatingGRPOTrainer` updates.
-        group_size: ``K``.
-        prompt_key: Same key function as the trainer's.
-    """
-
-    def __init__(
-        self,
-        controller: AdaptiveLengthPenalty,
-        stats: StatsTable,
-        group_size: int,
-        prompt_key: Callable[[dict[str, Any]], str] = _default_key,
-    ) -> None:
-        self.controller = controller
-        self.stats = stats
-        self.group_size = group_size
-        self.prompt_key = prompt_key
-        self.__name__ = "alp_length_penalty"
-
-    def __call__(self, prompts: Sequence[Any], completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
-        out = []
-        for prompt, ids in zip(prompts, completion_ids, strict=True):
-            p_hat = self.stats.solve_rate(self.prompt_key({"prompt": prompt}))
-            out.append(-self.controller.weight(p_hat, self.group_size) * len(ids))
-        return out
