@@ -93,13 +93,19 @@ def run_arm(
             if log is not None:
                 last = curve[-1]
                 log(f"{arm} seed {seed} step {step}: acc {last['accuracy']:.3f} tokens {last['completion_tokens']}")
-    costs = trainer.costs.as_dict()
+    return run_record(arm, seed, curve, trainer.costs.as_dict(), time.perf_counter() - start, allocator)
+
+
+def run_record(
+    arm: str, seed: int, curve: list[dict[str, Any]], costs: dict[str, int], seconds: float, allocator: Allocator
+) -> dict[str, Any]:
+    """One run's result as :func:`summarize` reads it (shared by the compact and the TRL benchmark)."""
     return {
         "arm": arm,
         "seed": seed,
         "curve": curve,
         "costs": costs,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "zero_variance_fraction": costs["zero_variance_groups"] / max(costs["groups"], 1),
         "allocator": allocator.describe(),
     }

@@ -103,6 +103,41 @@ def eval_tasks(cfg: SFTConfig, seed: int) -> list[Task]:
     return tasks
 
 
+def fit_sft(
+    model: torch.nn.Module,
+    vocab: CharVocab,
+    make_batch: Callable[[int, np.random.Generator], Sequence[Task]],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    rng: np.random.Generator,
+    log: Callable[[str], None] | None = print,
+) -> float:
+    """Teacher-forced training on ``prompt → answer$`` pairs that ``make_batch(batch_size, rng)`` draws each step.
+
+    Returns:
+        The last step's loss (mean token negative log-likelihood).
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    start = time.perf_counter()
+    model.train()
+    loss_value = float("nan")
+    for step in range(steps):
+        batch = make_batch(batch_size, rng)
+        prompts = [vocab.encode(t.prompt, bos=True) for t in batch]
+        targets = [[*vocab.encode(t.answer), vocab.eos_id] for t in batch]
+        logp, mask = sequence_logprobs(model, prompts, targets, vocab.pad_id, suppress=suppressed_ids(vocab))
+        loss = -(logp * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss_value = float(loss.detach())
+        if log is not None and (step + 1) % max(steps // 10, 1) == 0:
+            log(f"sft step {step + 1}/{steps} loss {loss_value:.3f} ({time.perf_counter() - start:.0f}s)")
+    return loss_value
+
+
 def train_sft(
     cfg: SFTConfig, out_path: Path | None = None, log: Callable[[str], None] | None = print
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -115,25 +150,14 @@ def train_sft(
     rng = np.random.default_rng(cfg.seed)
     vocab = CharVocab(cfg.model.alphabet)
     model = build_model(cfg.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     start = time.perf_counter()
-    model.train()
-    loss_value = float("nan")
-    for step in range(cfg.steps):
-        batch = make_prompt_set(
-            cfg.batch_size, rng, families=cfg.families, difficulties=cfg.difficulties, weights=cfg.difficulty_weights
+
+    def make_batch(n: int, gen: np.random.Generator) -> list[Task]:
+        return make_prompt_set(
+            n, gen, families=cfg.families, difficulties=cfg.difficulties, weights=cfg.difficulty_weights
         )
-        prompts = [vocab.encode(t.prompt, bos=True) for t in batch]
-        targets = [[*vocab.encode(t.answer), vocab.eos_id] for t in batch]
-        logp, mask = sequence_logprobs(model, prompts, targets, vocab.pad_id, suppress=suppressed_ids(vocab))
-        loss = -(logp * mask).sum() / mask.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        loss_value = float(loss.detach())
-        if log is not None and (step + 1) % max(cfg.steps // 10, 1) == 0:
-            log(f"sft step {step + 1}/{cfg.steps} loss {loss_value:.3f} ({time.perf_counter() - start:.0f}s)")
+
+    loss_value = fit_sft(model, vocab, make_batch, cfg.steps, cfg.batch_size, cfg.lr, rng, log)
     held_out = eval_tasks(cfg, cfg.seed + 10_000)
     metrics = {
         "final_loss": loss_value,

@@ -32,6 +32,10 @@ class Fixed(Allocator):
 
     def __init__(self, counts: Sequence[int]) -> None:
         self.counts = list(counts)
+        self.epochs_ended = 0
+
+    def end_epoch(self) -> None:
+        self.epochs_ended += 1
 
     def initial(self, keys: Sequence[str], stats: StatsTable) -> list[int]:
         return [self.counts[i % len(self.counts)] for i in range(len(keys))]
@@ -110,7 +114,7 @@ def test_ar3po_stages_and_reuse_run_inside_trl(tmp_path: Path) -> None:
     assert step0 == [4, 1, 1]
     assert sorted(step1) == sorted([4, 3, 3, 1, 1])
     ledger = trainer.ledger
-    assert ledger.responses == 6 + 10
+    assert ledger.responses == 6 + 10 < 2 * 4 * G  # fewer than uniform G on the same two steps
     assert ledger.reused_responses == 2
     assert trainer.last_allocation and sorted(trainer.last_allocation) == [1, 3, 3, 3]
     assert sorted(trainer.last_batch["group_sizes"]) == [1, 3, 4, 4]
@@ -161,9 +165,11 @@ def test_counts_above_num_generations_are_generated_in_full(tmp_path: Path) -> N
         seen.append(len(prompts))
         return [float(sum(map(ord, c)) % 2) for c in completions]
 
-    trainer = _trainer(tmp_path, Fixed([6, 1, 0, 2]), [correct], config=_config(tmp_path, max_steps=1))
+    allocator = Fixed([6, 1, 0, 2])
+    trainer = _trainer(tmp_path, allocator, [correct], config=_config(tmp_path, max_steps=1))
     trainer.train()
     assert seen == [9]
+    assert allocator.epochs_ended == 1  # one step of 4 prompts is one pass over the 4-prompt pool (E3 widens here)
     assert sorted(trainer.last_batch["group_sizes"]) == [1, 2, 6]
     assert trainer.ledger.rows_trained == trainer.ledger.responses == 9
 
@@ -283,13 +289,22 @@ def test_an_unbound_temperature_callback_is_refused_at_train_begin(tmp_path: Pat
         trainer.train()
 
 
-def test_unsupported_settings_are_refused_with_the_reason(tmp_path: Path) -> None:
+def test_unsupported_settings_are_refused_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     zero = [lambda prompts, completions, **kw: [0.0] * len(prompts)]
     with pytest.raises(ValueError, match="steps_per_generation=2"):
         _trainer(tmp_path, Fixed([G]), zero, config=_config(tmp_path, steps_per_generation=2))
     with pytest.raises(ValueError, match="correctness_reward 'exact' is not one of"):
         _trainer(tmp_path, Fixed([G]), zero, correctness_reward="exact")
     trainer = _trainer(tmp_path, Fixed([G]), zero)
+    trainer.use_vllm = True
+    with pytest.raises(ValueError, match="vLLM generation .* mispairs"):
+        trainer._refuse_unsupported()
+    trainer.use_vllm = False
+    with monkeypatch.context() as patch:
+        patch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+        with pytest.raises(ValueError, match="2 processes"):
+            trainer._refuse_unsupported()
+    trainer._refuse_unsupported()
     trainer.model.train()
     with pytest.raises(ValueError, match="not whole groups"):
         trainer._generate_and_score_completions(_batch_inputs(trainer)[:6])

@@ -1,0 +1,55 @@
+"""``experiments/rlvr/trl_benchmark.py``: the unseen task family, and the committed summary agreeing with its table."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "rlvr" / "trl_benchmark.py"
+SUMMARY = ROOT / "experiments" / "rlvr" / "results" / "trl_summary.json"
+
+
+@functools.cache
+def _bench() -> ModuleType:
+    pytest.importorskip("trl")
+    spec = importlib.util.spec_from_file_location("rlvr_trl_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sort_tasks_are_sorted_digit_strings() -> None:
+    from envs.reasoning import verify
+
+    tasks = _bench().sort_tasks(50, np.random.default_rng(0))
+    for t in tasks:
+        digits = t.prompt[:-1]
+        assert t.prompt.endswith("=") and digits.isdigit() and 4 <= len(digits) <= 7
+        assert t.answer == "".join(sorted(digits)) and t.difficulty == len(digits)
+        assert verify(t, t.answer + "$") == 1.0
+    again = _bench().sort_tasks(50, np.random.default_rng(0))
+    assert again == tasks
+
+
+def test_committed_summary_has_the_issues_keys_and_its_table_is_quoted() -> None:
+    bench = _bench()
+    summary = json.loads(SUMMARY.read_text())
+    assert set(summary["families"]) == {"arith", "sort"}
+    for family in summary["families"].values():
+        assert family["seeds"] == [0, 1, 2, 3, 4]
+        assert set(family["arms"]) == set(bench.TRL_ARMS)
+        assert "ratio_tokens_vs_uniform_g8" in family["best_adaptive"]
+    table = SUMMARY.with_suffix(".md").read_text()
+    assert table == bench.table(summary)
+    assert table.strip() in (ROOT / "docs" / "rlvr.md").read_text()
+    assert table.strip() in (ROOT / "README.md").read_text()
