@@ -297,7 +297,7 @@ def test_unsupported_settings_are_refused_with_the_reason(tmp_path: Path, monkey
         _trainer(tmp_path, Fixed([G]), zero, correctness_reward="exact")
     trainer = _trainer(tmp_path, Fixed([G]), zero)
     trainer.use_vllm = True
-    with pytest.raises(ValueError, match="vLLM generation .* mispairs"):
+    with pytest.raises(ValueError, match=r"vLLM generation .* mispairs"):
         trainer._refuse_unsupported()
     trainer.use_vllm = False
     with monkeypatch.context() as patch:
