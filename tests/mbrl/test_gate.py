@@ -177,6 +177,21 @@ def test_the_meta_preset_is_the_gates_learner() -> None:
     assert env.inner_factory().config() == expected
 
 
+def test_the_8k_meta_preset_is_the_learner_of_the_8k_gate() -> None:
+    """experiments/meta/presets/acrobot_gate_8k_converged.yaml builds the DynaConfig of gate_8k_converged.json."""
+    from meta.rollout_length.train import MetaTrainConfig
+    from rolloutlab.config import load_yaml
+
+    gate = _gate()
+    protocol = json.loads((RESULTS / "gate_8k_converged.json").read_text())["protocol"]
+    fields = {f.name for f in dataclasses.fields(gate.Args)}
+    args = gate.Args(**{k: v for k, v in protocol.items() if k in fields})
+    preset = load_yaml(MetaTrainConfig, ROOT / "experiments" / "meta" / "presets" / "acrobot_gate_8k_converged.yaml")
+    expected = dataclasses.replace(gate.learner_config(args), k_cap=preset.env.k_cap, train_model_when_k0=True)
+    assert preset.env.budget == args.budget and preset.env.phase_length == args.phase_length
+    assert preset.env.inner_factory().config() == expected
+
+
 def test_the_10k_lookahead_gate_is_generated_and_quoted() -> None:
     gate = _gate()
     summary = json.loads((RESULTS / "gate_lookahead_10k.json").read_text())
@@ -199,3 +214,30 @@ def test_the_fresh_seed_confirmation_is_generated_and_quoted() -> None:
     assert protocol["lookahead_expectation"] and not summary["gate_passed"]
     table = (RESULTS / "gate_trust_confirm.md").read_text()
     assert table == gate.table(summary) and table.strip() in (ROOT / "docs" / "dyna.md").read_text()
+
+
+def test_the_8k_gate_passed_and_is_generated_and_quoted() -> None:
+    gate = _gate()
+    summary = json.loads((RESULTS / "gate_8k_converged.json").read_text())
+    protocol = summary["protocol"]
+    assert protocol["seed"] == 2 and protocol["runs"] == 40 and protocol["budget"] == 8000
+    assert protocol["model_max_train_steps"] >= 100_000 and protocol["model_min_train_steps"] == 1000
+    assert summary["gate_passed"] and summary["best_model_arm"] == "fixed:2"
+    paired = summary["paired_iqm_vs_k0"]["fixed:2"]
+    assert paired["fixed:0"]["z"] > 2 and paired["fixed:0+compute"]["z"] > 2
+    table = (RESULTS / "gate_8k_converged.md").read_text()
+    assert table == gate.table(summary)
+    assert table.strip() in (ROOT / "docs" / "dyna.md").read_text()
+    assert table.strip() in (ROOT / "README.md").read_text()
+
+
+def test_the_fit_convergence_figures_quoted_are_the_committed_ones() -> None:
+    fits = json.loads((RESULTS / "fit_convergence.json").read_text())["fits"]
+    assert fits["patience2000"]["state_delta_nmse_vs_reference"] == 1.0
+    readme = (ROOT / "README.md").read_text()
+    docs = (ROOT / "docs" / "dyna.md").read_text()
+    for name in ("cap600", "uncapped"):
+        ratio = f"{fits[name]['state_delta_nmse_vs_reference']:.1f}"
+        assert f"| {ratio} |" in docs
+    assert f"{fits['cap600']['state_delta_nmse_vs_reference']:.0f}×" in readme
+    assert f"{fits['uncapped']['state_delta_nmse_vs_reference']:.1f}×" in readme
