@@ -126,6 +126,9 @@ class ArmSettings:
         mbpo: :class:`~mbrl.algorithms.mbpo.MBPOConfig` fields to override for the MBPO arms (plain data; a
             ``"model"`` mapping overrides single :class:`~mbrl.models.ModelConfig` fields). Empty: the library's
             defaults. The controller comes from the arm name, never from here.
+        stop_at: End a run at its first evaluation whose mean return reaches this (steps-to-threshold mode); ``None``
+            runs the whole budget. Runs are seeded, so a stopped run's evaluations are the first ones of the full
+            run and its steps to threshold are the same; only the cost of running past the threshold is saved.
     """
 
     env_id: str
@@ -138,6 +141,7 @@ class ArmSettings:
     batch_size: int = 128
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
     mbpo: dict[str, Any] = field(default_factory=dict)
+    stop_at: float | None = None
 
 
 def arm_settings(settings: ArmSettings, arm: str) -> dict[str, Any]:
@@ -146,6 +150,9 @@ def arm_settings(settings: ArmSettings, arm: str) -> dict[str, Any]:
     Stored in every run record; a finished run is reused only under the same value (:func:`collect_runs`).
     """
     data = dataclasses.asdict(settings)
+    # Stopping at the threshold does not change a run's evaluations up to it (see ArmSettings.stop_at), so full-budget
+    # and stopped runs of the same settings are the same runs as far as steps to threshold go.
+    data.pop("stop_at")
     if not is_mbpo(arm):
         data.pop("mbpo")
     return dict(json.loads(json.dumps(data)))
@@ -217,6 +224,7 @@ def run_arm(arm: str, settings: ArmSettings, seed: int) -> dict[str, Any]:
         out = _run_sac(settings, seed, settings.updates_per_step if arm == SAC_SAME_UTD else 1)
     seconds = time.perf_counter() - started
     last = out["eval"][-1] if out["eval"] else [None, None]
+    steps_done = int(out.pop("steps_done"))
     return {
         "arm": arm,
         "seed": seed,
@@ -226,7 +234,9 @@ def run_arm(arm: str, settings: ArmSettings, seed: int) -> dict[str, Any]:
         "final_step": last[0],
         "final_return": last[1],
         "seconds": seconds,
-        "seconds_per_1k_steps": 1000.0 * seconds / settings.budget,
+        "steps_done": steps_done,
+        "stopped_at_threshold": steps_done < settings.budget,
+        "seconds_per_1k_steps": 1000.0 * seconds / max(steps_done, 1),
     }
 
 
@@ -243,9 +253,12 @@ def _run_mbpo(settings: ArmSettings, arm: str, seed: int) -> dict[str, Any]:
         def evaluate(self) -> float:
             t0 = time.perf_counter()
             try:
-                return super().evaluate()
+                value = super().evaluate()
             finally:
                 self.eval_seconds += time.perf_counter() - t0
+            if settings.stop_at is not None and value >= settings.stop_at:
+                self.stop_requested = True
+            return value
 
         def save(self, path: str | Path | None = None) -> Path:
             # The run folder is temporary: a checkpoint would be deleted unread, and writing it (the model buffer
@@ -264,6 +277,7 @@ def _run_mbpo(settings: ArmSettings, arm: str, seed: int) -> dict[str, Any]:
         "rollout_seconds": run.rollout_seconds,
         "nan_restores": run.nan_restores,
         "mbpo_config": to_dict(cfg),
+        "steps_done": run.env_steps,
     }
 
 
@@ -291,6 +305,8 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
                 )
                 history.append([self.num_timesteps, float(np.mean(result[0]))])
                 timing["eval_seconds"] += time.perf_counter() - t0
+                if settings.stop_at is not None and history[-1][1] >= settings.stop_at:
+                    return False  # SB3 ends learn() here
             return True
 
     model = SAC(
@@ -307,7 +323,12 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
         verbose=0,
     )
     model.learn(total_timesteps=settings.budget, callback=_Eval())
-    return {"eval": history, "eval_seconds": timing["eval_seconds"], "gradient_steps": gradient_steps}
+    return {
+        "eval": history,
+        "eval_seconds": timing["eval_seconds"],
+        "gradient_steps": gradient_steps,
+        "steps_done": model.num_timesteps,
+    }
 
 
 # --- resumable collection ---------------------------------------------------------------------------------------

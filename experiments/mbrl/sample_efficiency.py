@@ -93,6 +93,9 @@ class Args:
     """cap on model gradient steps per refit (default: ModelConfig's, no cap)"""
     tag: str = ""
     """suffix for the output file names"""
+    full_budget: bool = False
+    """run every arm to the budget even after it reached the threshold (default: stop there; the steps to threshold
+    are the same, since runs are seeded, and the learning curves end at the threshold)"""
 
 
 def parse_args() -> Args:
@@ -115,8 +118,9 @@ def command_line(args: Args) -> str:
     return shlex.join(parts)
 
 
-def settings_from_args(args: Args) -> ArmSettings:
-    """The shared arm settings; only the MBPO fields a flag names override MBPOConfig's defaults."""
+def settings_from_args(args: Args, threshold: float | None = None) -> ArmSettings:
+    """The shared arm settings; only the MBPO fields a flag names override MBPOConfig's defaults. With a
+    ``threshold`` (steps-to-threshold mode) runs stop when they reach it, unless ``--full-budget``."""
     eval_every = args.eval_every or (FINAL_ONLY_EVAL_EVERY if args.final_only else ArmSettings.eval_every)
     if args.initial_random_steps > MAX_WARMUP:
         raise SystemExit(
@@ -144,6 +148,7 @@ def settings_from_args(args: Args) -> ArmSettings:
         batch_size=args.batch_size,
         net_arch=[int(w) for w in args.net_arch.split(",")],
         mbpo=mbpo,
+        stop_at=None if args.full_budget else threshold,
     )
 
 
@@ -188,7 +193,7 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
     if not args.final_only and threshold is None:
         raise SystemExit(f"--threshold is needed for {args.env_id} (known: {THRESHOLDS}), or --final-only")
     mode = "final_return" if args.final_only else "threshold"
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, threshold)
     seeds = [int(s) for s in args.seeds.split(",")]
     name = args.env_id.replace("/", "-") + (f"_{args.tag}" if args.tag else "")
     out = results / f"sample_efficiency_{name}.json"

@@ -235,6 +235,8 @@ class MBPO:
         self.nan_restores = 0
         self.train_seconds = 0.0
         self.eval_history: list[tuple[int, float]] = []
+        #: Set (by a hook or a subclass) to end :meth:`learn` after the current env step, before ``total_steps``.
+        self.stop_requested = False
         self.episode_returns: list[tuple[int, float]] = []
         self.last_model_metrics: dict[str, float] = {}
         self.last_rollout: RolloutResult | None = None
@@ -245,11 +247,11 @@ class MBPO:
     # --- the loop ---------------------------------------------------------------------------------------------
 
     def learn(self) -> MBPO:
-        """Interact until ``cfg.total_steps`` env steps, then write ``result.json``; returns ``self``."""
+        """Interact until ``cfg.total_steps`` env steps (or :attr:`stop_requested`), then write ``result.json``."""
         cfg = self.cfg
         started = time.perf_counter()
         steps_at_start = self.env_steps
-        while self.env_steps < cfg.total_steps:
+        while self.env_steps < cfg.total_steps and not self.stop_requested:
             if self._obs is None:
                 self._obs, _ = self.env.reset(seed=episode_seed(cfg.seed, self.episodes))
                 self._episode_return = 0.0

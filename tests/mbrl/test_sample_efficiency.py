@@ -4,6 +4,7 @@ settings (pure functions on hand-made curves, plus tiny real runs on the point m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -442,3 +443,27 @@ def test_halfcheetah_final_only_path(tmp_path: Path) -> None:
     assert len(diff["differences"]) == 2 and isinstance(diff["met"], bool) and entry["mbpo_arm"] == "mbpo:fixed:1"
     summary = _script("summary").build_summary(tmp_path, bootstrap_reps=50)
     assert summary["halfcheetah"]["mbpo_minus_sac_same_utd"]["differences"] == diff["differences"]
+
+
+@pytest.mark.parametrize("arm", ["sac_utd1", "mbpo:fixed:1"])
+def test_a_run_stops_at_the_threshold_with_the_full_runs_first_evaluations(arm: str) -> None:
+    full = ArmSettings(
+        env_id="rolloutlab/PointMass-v0",
+        budget=300,
+        eval_every=100,
+        eval_episodes=2,
+        initial_random_steps=100,
+        updates_per_step=2,
+        mbpo={"model": {"max_train_steps": 20}, "rollout_batch_size": 50},
+    )
+    whole = run_arm(arm, full, 0)
+    assert not whole["stopped_at_threshold"] and whole["steps_done"] == 300
+    # A threshold the second evaluation reaches: the stopped run ends there, with the full run's first two evaluations.
+    threshold = whole["eval"][1][1]
+    stopped = run_arm(arm, dataclasses.replace(full, stop_at=threshold), 0)
+    first = next(i for i, (_, r) in enumerate(whole["eval"]) if r >= threshold)
+    assert stopped["eval"] == whole["eval"][: first + 1]
+    assert stopped["stopped_at_threshold"] == (first + 1 < len(whole["eval"]))
+    assert stopped["steps_done"] == whole["eval"][first][0]
+    # The stop is not part of the settings a kept run is matched on.
+    assert stopped["settings"] == whole["settings"]
