@@ -64,7 +64,9 @@ def train(
     env: Annotated[str, typer.Option("--env", help="Gymnasium id, e.g. Pendulum-v1 or rolloutlab/PointMass-v0.")] = (
         "Pendulum-v1"
     ),
-    steps: Annotated[int | None, typer.Option(help="Interaction budget in env steps (default: the config's).")] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Interaction budget in env steps (default: the config's).")
+    ] = None,
     controller: Annotated[
         str | None,
         typer.Option(
@@ -80,7 +82,7 @@ def train(
     ] = None,
     out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
     checkpoint_every: Annotated[
-        int | None, typer.Option(help="Env steps between whole-run checkpoints (default: the config's).")
+        int | None, typer.Option(min=0, help="Env steps between whole-run checkpoints (default: the config's).")
     ] = None,
 ) -> None:
     """Train one run (or resume one with --resume RUN_DIR) and print where it wrote its results."""

@@ -118,6 +118,10 @@ def _build(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
         raise ConfigError(f"{prefix or cls.__name__}: {exc}") from exc
+    except ConfigError:
+        raise
+    except ValueError as exc:  # the dataclass's own check (__post_init__) refused the values
+        raise ConfigError(f"{prefix or cls.__name__}: {exc}") from exc
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any] | None) -> T:

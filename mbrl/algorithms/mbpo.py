@@ -171,6 +171,11 @@ class MBPO:
         logger: Logger | None = None,
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
     ) -> None:
+        if cfg.total_steps < 1 or cfg.updates_per_step < 0 or cfg.eval_every < 0 or cfg.checkpoint_every < 0:
+            raise ValueError(
+                "MBPO needs total_steps >= 1 and updates_per_step, eval_every, checkpoint_every >= 0; got "
+                f"{cfg.total_steps}, {cfg.updates_per_step}, {cfg.eval_every}, {cfg.checkpoint_every}"
+            )
         self.cfg = cfg
         self.run_dir = (
             Path(run_dir) if run_dir is not None else make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, config=cfg)

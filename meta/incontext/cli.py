@@ -16,12 +16,12 @@ app = typer.Typer(
 def train(
     task: Annotated[str, typer.Option(help="bandit, tmaze or keydoor.")] = "bandit",
     config: Annotated[Path | None, typer.Option(help="YAML preset (TrainConfig fields); flags override it.")] = None,
-    steps: Annotated[int | None, typer.Option(help="Env-step budget.")] = None,
-    minutes: Annotated[float | None, typer.Option(help="Wall-clock cap in minutes.")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="Env-step budget.")] = None,
+    minutes: Annotated[float | None, typer.Option(min=0.0, help="Wall-clock cap in minutes (> 0).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of everything.")] = 0,
-    n_arms: Annotated[int | None, typer.Option(help="Bandit arms.")] = None,
-    horizon: Annotated[int | None, typer.Option(help="Bandit pulls per task.")] = None,
-    corridor: Annotated[int | None, typer.Option(help="T-maze corridor length.")] = None,
+    n_arms: Annotated[int | None, typer.Option(min=2, help="Bandit arms.")] = None,
+    horizon: Annotated[int | None, typer.Option(min=1, help="Bandit pulls per task.")] = None,
+    corridor: Annotated[int | None, typer.Option(min=1, help="T-maze corridor length.")] = None,
     encoder: Annotated[str | None, typer.Option(help="transformer, gru or memory_free.")] = None,
     run_dir: Annotated[
         Path | None,
@@ -32,8 +32,8 @@ def train(
     """Train the agent; checkpoints go to the run directory, and re-running with --run-dir resumes after a kill."""
     from meta.incontext.config import TrainConfig, with_saved_defaults
     from meta.incontext.trainer import CHECKPOINT_KIND, InContextTrainer
-    from rolloutlab.checkpoint import load_checkpoint
-    from rolloutlab.config import from_dict, load_yaml, to_dict
+    from rolloutlab.checkpoint import CheckpointError, load_checkpoint
+    from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
     from rolloutlab.runs import make_run_dir, write_result
     from rolloutlab.threads import set_torch_threads
 
@@ -48,20 +48,23 @@ def train(
     ):
         if value is not None:
             overrides[key] = value
-    checkpoint = run_dir / "checkpoint.pt" if run_dir is not None else None
-    resuming = checkpoint is not None and checkpoint.exists() and config is None
-    if resuming:
-        assert checkpoint is not None
-        # Resuming: the run's own saved settings (networks must match the checkpoint); only the budget can change.
-        saved = with_saved_defaults(load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["config"])
-        budget: dict[str, object] = {k: overrides[k] for k in ("total_env_steps", "max_minutes") if k in overrides}
-        cfg = from_dict(TrainConfig, {**saved, **budget})
-    elif config is not None:
-        cfg = load_yaml(TrainConfig, config, overrides)
-    else:
-        cfg = from_dict(TrainConfig, overrides)
-    if encoder is not None and not resuming:
-        cfg = from_dict(TrainConfig, {**to_dict(cfg), "agent": {**to_dict(cfg.agent), "encoder": encoder}})
+    try:
+        checkpoint = run_dir / "checkpoint.pt" if run_dir is not None else None
+        resuming = checkpoint is not None and checkpoint.exists() and config is None
+        if resuming:
+            assert checkpoint is not None
+            # Resuming: the run's own saved settings (networks must match the checkpoint); only the budget can change.
+            saved = with_saved_defaults(load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["config"])
+            budget: dict[str, object] = {k: overrides[k] for k in ("total_env_steps", "max_minutes") if k in overrides}
+            cfg = from_dict(TrainConfig, {**saved, **budget})
+        elif config is not None:
+            cfg = load_yaml(TrainConfig, config, overrides)
+        else:
+            cfg = from_dict(TrainConfig, overrides)
+        if encoder is not None and not resuming:
+            cfg = from_dict(TrainConfig, {**to_dict(cfg), "agent": {**to_dict(cfg.agent), "encoder": encoder}})
+    except (ConfigError, CheckpointError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--task/--config/--run-dir") from exc
     if run_dir is None:
         run_dir = make_run_dir(f"incontext-{cfg.task}", cfg.seed, runs_root, cfg)
     trainer = InContextTrainer(cfg, run_dir, resume=True, progress=True)
@@ -77,7 +80,7 @@ def train(
 @app.command("eval")
 def evaluate(
     checkpoint: Annotated[Path, typer.Argument(help="checkpoint.pt of a training run.")],
-    tasks: Annotated[int, typer.Option(help="Evaluation tasks.")] = 200,
+    tasks: Annotated[int, typer.Option(min=1, help="Evaluation tasks.")] = 200,
     greedy: Annotated[bool, typer.Option(help="Argmax actions (--no-greedy samples from the policy).")] = True,
 ) -> None:
     """Evaluate a trained agent on the shared evaluation tasks."""

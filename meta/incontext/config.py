@@ -122,3 +122,10 @@ class TrainConfig:
     stop_at_return: float | None = None
     checkpoint_every: int = 5
     agent: AgentConfig = field(default_factory=AgentConfig)
+
+    def __post_init__(self) -> None:
+        if self.total_env_steps < 1 or (self.max_minutes is not None and not self.max_minutes > 0):
+            raise ValueError(
+                "need total_env_steps >= 1 and max_minutes > 0 (or None), got "
+                f"{self.total_env_steps}, {self.max_minutes}"
+            )

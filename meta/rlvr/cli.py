@@ -17,7 +17,7 @@ app = typer.Typer(help="RLVR: adaptive per-prompt rollout allocation for GRPO on
 @app.command()
 def sft(
     out: Annotated[Path, typer.Option(help="Checkpoint file to write.")] = Path("runs/rlvr/sft.pt"),
-    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1500,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 1500,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     config: Annotated[Path | None, typer.Option(help="YAML preset for SFTConfig (CLI flags override).")] = None,
 ) -> None:
@@ -42,18 +42,20 @@ def train(
     allocator: Annotated[
         str | None, typer.Option(help="Allocator spec, e.g. uniform:8, ar3po:2,4, dars:4,16, knapsack:8,16")
     ] = None,
-    steps: Annotated[int | None, typer.Option(help="GRPO steps in the whole run (default 100).")] = None,
-    prompts_per_step: Annotated[int | None, typer.Option(help="Prompts per step (default 16).")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
+    prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,
     lr: Annotated[
         float | None, typer.Option(help="AdamW rate per optimizer step (default 1e-4, sized for 4 minibatches).")
     ] = None,
     minibatches: Annotated[
-        int | None, typer.Option(help="Optimizer steps per generated batch (default 4; 1 makes every ratio 1).")
+        int | None, typer.Option(min=1, help="Optimizer steps per generated batch (default 4; 1 makes every ratio 1).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (default 0).")] = None,
-    eval_every: Annotated[int | None, typer.Option(help="Held-out evaluation period in steps (default 10).")] = None,
+    eval_every: Annotated[
+        int | None, typer.Option(min=1, help="Held-out evaluation period in steps (default 10).")
+    ] = None,
     checkpoint_every: Annotated[
-        int | None, typer.Option(help="Steps between checkpoints, 0 for only at the end (default 10).")
+        int | None, typer.Option(min=0, help="Steps between checkpoints, 0 for only at the end (default 10).")
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="YAML preset for GRPORunConfig (trainer settings under grpo:); flags win.")

@@ -49,6 +49,12 @@ class SFTConfig:
     eval_per_difficulty: int = 50
     model: CharLMConfig = field(default_factory=CharLMConfig)
 
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1 or not self.lr > 0:
+            raise ValueError(
+                f"SFT needs steps >= 1, batch_size >= 1 and lr > 0, got {self.steps}, {self.batch_size}, {self.lr}"
+            )
+
 
 def suppressed_ids(vocab: CharVocab) -> tuple[int, ...]:
     """Ids a completion may never contain (pad, BOS): the sampler and the log-prob code both mask them."""

@@ -23,17 +23,17 @@ _DEFAULT_ARMS = "fixed:0,fixed:16,fixed:32,dec:32,inc:32,incdec:32,linear:0,5,1,
 @app.command()
 def train(
     env: Annotated[str, typer.Option("--env", help="Inner env: MountainCar-v0 or Acrobot-v1.")] = "MountainCar-v0",
-    budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
-    phase: Annotated[int, typer.Option(help="Env steps between decisions (P).")] = 5_000,
-    episodes: Annotated[int, typer.Option(help="Meta-training episodes (inner runs).")] = 300,
-    runs_per_round: Annotated[int, typer.Option(help="Inner runs batched together (B).")] = 10,
-    workers: Annotated[int, typer.Option(help="Worker processes sharing each round's runs.")] = 1,
+    budget: Annotated[int, typer.Option(min=1, help="Real env steps per inner run.")] = 50_000,
+    phase: Annotated[int, typer.Option(min=1, help="Env steps between decisions (P).")] = 5_000,
+    episodes: Annotated[int, typer.Option(min=1, help="Meta-training episodes (inner runs).")] = 300,
+    runs_per_round: Annotated[int, typer.Option(min=1, help="Inner runs batched together (B).")] = 10,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing each round's runs.")] = 1,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address; workers become Ray actors.")] = None,
-    k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
+    k_cap: Annotated[int, typer.Option(min=0, help="Largest rollout length.")] = 32,
     action_set: Annotated[
         str, typer.Option(help="step (UP / DOWN / NOOP on the K in force) or direct (K from --k-grid).")
     ] = "step",
-    k_init: Annotated[int, typer.Option(help="K in force before the first decision.")] = 1,
+    k_init: Annotated[int, typer.Option(min=0, help="K in force before the first decision.")] = 1,
     k_grid: Annotated[str, typer.Option(help="The lengths of the direct choice, comma-separated.")] = "0,1,2,4,8,16",
     algo: Annotated[str, typer.Option(help="Meta-agent: dqn or ppo.")] = "dqn",
     inner: Annotated[str, typer.Option(help="Inner learner: dyna (BatchedDynaDQN) or toy (analytic stand-in).")] = (
@@ -86,7 +86,7 @@ def train(
 @app.command("eval")
 def evaluate(
     env: Annotated[str, typer.Option("--env", help="Inner env: MountainCar-v0 or Acrobot-v1.")] = "MountainCar-v0",
-    runs: Annotated[int, typer.Option(help="Inner runs per arm (same seeds for every arm).")] = 30,
+    runs: Annotated[int, typer.Option(min=1, help="Inner runs per arm (same seeds for every arm).")] = 30,
     arms: Annotated[
         str,
         typer.Option(
@@ -95,9 +95,9 @@ def evaluate(
             "learned:PATH) and dqn_zoo."
         ),
     ] = _DEFAULT_ARMS,
-    budget: Annotated[int, typer.Option(help="Real env steps per inner run.")] = 50_000,
-    phase: Annotated[int, typer.Option(help="Env steps between decisions (P).")] = 5_000,
-    k_cap: Annotated[int, typer.Option(help="Largest rollout length.")] = 32,
+    budget: Annotated[int, typer.Option(min=1, help="Real env steps per inner run.")] = 50_000,
+    phase: Annotated[int, typer.Option(min=1, help="Env steps between decisions (P).")] = 5_000,
+    k_cap: Annotated[int, typer.Option(min=0, help="Largest rollout length.")] = 32,
     physics: Annotated[
         str,
         typer.Option(
@@ -107,7 +107,7 @@ def evaluate(
         ),
     ] = "test",
     inner: Annotated[str, typer.Option(help="Inner learner: dyna or toy.")] = "dyna",
-    final_episodes: Annotated[int, typer.Option(help="Greedy episodes per run for the final score.")] = 10,
+    final_episodes: Annotated[int, typer.Option(min=1, help="Greedy episodes per run for the final score.")] = 10,
     seed: Annotated[int, typer.Option(help="Inner seed shared by every arm.")] = 1,
     out: Annotated[Path, typer.Option(help="Output directory (JSON, table, plots).")] = Path("runs/meta-eval"),
 ) -> None:

@@ -113,6 +113,13 @@ class MetaTrainConfig:
     ray_address: str | None = None
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.episodes < 1 or self.runs_per_round < 1 or self.workers < 1:
+            raise ValueError(
+                "meta-training needs episodes, runs_per_round and workers >= 1, got "
+                f"{self.episodes}, {self.runs_per_round}, {self.workers}"
+            )
+
     @property
     def rounds(self) -> int:
         """Rounds of ``runs_per_round`` meta-episodes."""

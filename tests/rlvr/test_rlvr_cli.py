@@ -45,7 +45,7 @@ def test_train_rejects_unknown_allocator(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # refused before a run directory was made
     for args, message in (
         (["--checkpoint", str(tmp_path / "missing.pt")], "checkpoint not found"),
-        (["--minibatches", "0"], "minibatches must be >= 1"),
+        (["--minibatches", "0"], "Invalid value for '--minibatches'"),
     ):
         result = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path)])
         assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split()), result.output
