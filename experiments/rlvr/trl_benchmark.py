@@ -37,8 +37,7 @@ import tyro
 from envs.reasoning import Task, make_prompt_set, verify
 from meta.rlvr.benchmark import ARMS, BASELINE, mean_interval, run_record, summarize
 from meta.rlvr.charlm import build_model, load_model, save_model
-from meta.rlvr.sampling import sample
-from meta.rlvr.sft import SFTConfig, fit_sft, suppressed_ids, train_sft
+from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
@@ -130,22 +129,13 @@ def ensure_checkpoint(family: str, args: Args) -> str:
 
 
 def greedy_accuracy(model: torch.nn.Module, tasks: list[Task], max_new_tokens: int, chunk: int = 200) -> float:
-    """Held-out greedy accuracy with the compact trainer's sampler (the compact benchmark's measure)."""
+    """Held-out greedy accuracy with the compact trainer's sampler (the compact benchmark's measure), in chunks."""
     vocab = CharVocab()
     model.eval()
     correct = 0.0
     for start in range(0, len(tasks), chunk):
         part = tasks[start : start + chunk]
-        out = sample(
-            model,
-            [vocab.encode(t.prompt, bos=True) for t in part],
-            max_new_tokens=max_new_tokens,
-            eos_id=vocab.eos_id,
-            pad_id=vocab.pad_id,
-            temperature=0.0,
-            suppress=suppressed_ids(vocab),
-        )
-        correct += sum(verify(t, vocab.decode(c)) for t, c in zip(part, out.completions, strict=True))
+        correct += sum(solve_rate(model, part, vocab, temperature=0.0, max_new_tokens=max_new_tokens))
     return correct / len(tasks)
 
 
