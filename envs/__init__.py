@@ -19,10 +19,11 @@ _ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
     ("rolloutlab/BernoulliBandit-v0", "envs.metarl.bandit:BernoulliBanditEnv", {"n_arms": 5, "horizon": 100}, None),
     ("rolloutlab/PassiveTMaze-v0", "envs.metarl.tmaze:PassiveTMazeEnv", {"corridor_length": 10}, None),
     ("rolloutlab/DarkKeyDoor-v0", "envs.metarl.keydoor:DarkKeyDoorEnv", {}, None),
-    # --- reasoning (rlvr pillar) ---
     # --- perturbed physics (meta rollout-length pillar); defaults are the paper's test perturbation ---
     ("rolloutlab/PerturbedMountainCar-v0", "envs.perturbed:PerturbedMountainCarEnv", {}, 200),
     ("rolloutlab/PerturbedAcrobot-v1", "envs.perturbed:PerturbedAcrobotEnv", {}, 500),
+    # --- point mass (mbrl pillar): the toy of the model-based "it learns" tests and the quick bench ---
+    ("rolloutlab/PointMass-v0", "envs.point_mass:PointMassEnv", {}, 30),
 ]
 
 for _env_id, _entry_point, _kwargs, _max_steps in _ENVS:

@@ -86,7 +86,7 @@ class MBPOConfig:
     """One MBPO run. Env steps are the unit of every budget and period.
 
     Attributes:
-        env_id: Gymnasium id (``rolloutlab/PointMass-v0`` is importable without extra registration).
+        env_id: Gymnasium id; the ``rolloutlab/`` ids of :mod:`envs` resolve too.
         total_steps: Interaction budget in env steps; a resumed run stops at the same number.
         seed: Seeds numpy, torch, env resets, action sampling and the model.
         controller: Rollout-length controller spec, e.g. ``fixed:1`` or ``linear:20,100,1,15``.
@@ -135,9 +135,6 @@ class MBPOConfig:
 def make_env(env_id: str) -> gym.Env:
     """``gym.make(env_id)``, importing rolloutlab's own envs first so their ids resolve."""
     import envs  # noqa: F401  (registers the rolloutlab/ ids)
-
-    if env_id.startswith("rolloutlab/PointMass"):
-        import mbrl.point_mass  # noqa: F401
 
     return gym.make(env_id)
 

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import mbrl.point_mass  # noqa: F401  (registers rolloutlab/PointMass-v0)
+import envs  # noqa: F401  (registers rolloutlab/PointMass-v0)
 from mbrl import rewards
 from mbrl.rewards import known_env_names, register_reward_fn, reward_fn
 

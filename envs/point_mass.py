@@ -4,10 +4,10 @@ A point on a line with damped velocity is pushed towards the origin: state ``[x,
 
     v' = 0.8 v + 0.2 a,    x' = clip(x + v', -2, 2),    r = -x'^2 - 0.01 a^2.
 
-Episodes start at ``x ~ U(-1.5, 1.5)``, ``v = 0`` and never terminate; the registered id
-``rolloutlab/PointMass-v0`` cuts them at 30 steps (``truncated``). A random policy scores about -25 per episode, a
-good controller about -3. mbrl-lib tests MBPO the same way on a point-mass toy; this is our own minimal version.
-Importing this module registers the id (``gym.make("mbrl.point_mass:rolloutlab/PointMass-v0")`` imports it first).
+Episodes start at ``x ~ U(-1.5, 1.5)``, ``v = 0`` and never terminate; the id ``rolloutlab/PointMass-v0``
+(registered in ``envs/__init__.py``) cuts them at 30 steps (``truncated``). A random policy scores about -25 per
+episode, a good controller about -3. mbrl-lib tests MBPO the same way on a point-mass toy; this is our own minimal
+version. Its known reward and termination functions are ``mbrl.rewards.point_mass`` and ``mbrl.termination.never``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.envs.registration import register, registry
-
-ENV_ID = "rolloutlab/PointMass-v0"
-MAX_EPISODE_STEPS = 30
 
 
 class PointMassEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -51,7 +47,3 @@ class PointMassEnv(gym.Env[np.ndarray, np.ndarray]):
         self._state = np.array([x, v])
         reward = -(x**2) - 0.01 * a**2
         return self._obs(), float(reward), False, False, {}
-
-
-if ENV_ID not in registry:
-    register(id=ENV_ID, entry_point=f"{__name__}:PointMassEnv", max_episode_steps=MAX_EPISODE_STEPS)
