@@ -251,7 +251,3 @@ class PhysicsSampler:
             low, high = self.ranges[name]
             physics[name] = float(rng.uniform(low, high))
         return physics
-
-    def sample_factories(self, rng: np.random.Generator, n: int) -> list[Callable[[], gym.Env]]:
-        """``n`` independent draws, each as a picklable env factory."""
-        return [env_factory(self.env_id, self.sample(rng)) for _ in range(n)]

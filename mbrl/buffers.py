@@ -62,6 +62,18 @@ class Transitions:
         return int(self.obs.shape[0])
 
     @staticmethod
+    def empty(obs_dim: int, action_shape: tuple[int, ...], action_dtype: Any) -> Transitions:
+        """A batch of no transitions, with the shapes and dtypes of a non-empty one (so it concatenates)."""
+        return Transitions(
+            obs=np.zeros((0, obs_dim), np.float32),
+            action=np.zeros((0, *action_shape), action_dtype),
+            reward=np.zeros(0, np.float32),
+            next_obs=np.zeros((0, obs_dim), np.float32),
+            terminated=np.zeros(0, bool),
+            truncated=np.zeros(0, bool),
+        )
+
+    @staticmethod
     def concatenate(parts: list[Transitions]) -> Transitions:
         """Stack several batches along the first axis (at least one part)."""
         return Transitions(*(np.concatenate([getattr(p, f) for p in parts], axis=0) for f in (*_FIELDS, "steps")))
@@ -225,15 +237,7 @@ class ModelBuffer:
             if self._chunks:
                 self._cache = Transitions.concatenate([c for _, c in self._chunks])
             else:
-                act_shape, act_dtype = _action_layout(self.action_dim, self.discrete_actions)
-                self._cache = Transitions(
-                    obs=np.zeros((0, self.obs_dim), np.float32),
-                    action=np.zeros((0, *act_shape), act_dtype),
-                    reward=np.zeros(0, np.float32),
-                    next_obs=np.zeros((0, self.obs_dim), np.float32),
-                    terminated=np.zeros(0, bool),
-                    truncated=np.zeros(0, bool),
-                )
+                self._cache = Transitions.empty(self.obs_dim, *_action_layout(self.action_dim, self.discrete_actions))
         return self._cache
 
     def sample(self, n: int, rng: np.random.Generator) -> Transitions:

@@ -205,7 +205,9 @@ class ModelEnv:
         parts: list[Transitions] = []
         ids: list[np.ndarray] = []
         alive_ids = np.arange(obs.shape[0])
-        result = RolloutResult(transitions=self._empty(), horizon=int(horizon))
+        result = RolloutResult(
+            transitions=Transitions.empty(self.obs_dim, self.action_shape, self.action_dtype), horizon=int(horizon)
+        )
         for t in range(int(horizon)):
             if obs.shape[0] == 0:
                 break
@@ -347,13 +349,3 @@ class ModelEnv:
             if not alive.any():
                 break
         return ModelEpisodes(returns, lengths, disagreement)
-
-    def _empty(self) -> Transitions:
-        return Transitions(
-            obs=np.zeros((0, self.obs_dim), np.float32),
-            action=np.zeros((0, *self.action_shape), self.action_dtype),
-            reward=np.zeros(0, np.float32),
-            next_obs=np.zeros((0, self.obs_dim), np.float32),
-            terminated=np.zeros(0, bool),
-            truncated=np.zeros(0, bool),
-        )

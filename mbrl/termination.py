@@ -119,11 +119,6 @@ def base_name(env_id: str) -> str:
     return head if sep and version.isdigit() else name
 
 
-def register_termination_fn(name: str, fn: TerminationFn) -> None:
-    """Register ``fn`` for environments whose :func:`base_name` is ``name`` (e.g. a custom env's own rule)."""
-    _BY_NAME[name] = fn
-
-
 def termination_fn(env_id: str) -> TerminationFn | None:
     """The known termination function for ``env_id``, or ``None`` (use a learned termination head).
 

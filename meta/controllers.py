@@ -1,7 +1,7 @@
 """The framework-free controller protocol and the rollout-length controllers.
 
 A controller is asked for a *decision* at each decision point and is shown *feedback* about the learning process
-(see ``DESIGN.md``, "The controller contract"). It keeps its own state, which :meth:`Controller.state_dict` /
+(the README's "Controllers" section shows the calls). It keeps its own state, which :meth:`Controller.state_dict` /
 :meth:`Controller.load_state_dict` save and restore as plain data, so a resumed run decides exactly as the
 uninterrupted one would have.
 

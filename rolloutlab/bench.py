@@ -55,11 +55,10 @@ QuickBench = Callable[[Path], list[BenchLine]]
 
 @dataclass
 class PillarEntry:
-    """A pillar as the bench sees it: its quick benchmark, or why it is not available."""
+    """A pillar as the bench sees it: its name and its quick benchmark."""
 
     name: str
-    quick_bench: QuickBench | None
-    missing_reason: str = ""
+    quick_bench: QuickBench
 
 
 def _format_value(value: float | None) -> str:
@@ -69,7 +68,7 @@ def _format_value(value: float | None) -> str:
 
 
 def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | None = None) -> dict[str, Any]:
-    """Run each available pillar's quick benchmark, print the table and write summary.json / summary.md.
+    """Run each pillar's quick benchmark, print the table and write summary.json / summary.md.
 
     A pillar whose benchmark raises is reported as failed with the error; the others still run.
 
@@ -80,13 +79,8 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     out_dir.mkdir(parents=True, exist_ok=True)
     lines: list[BenchLine] = []
-    missing: dict[str, str] = {}
     errors: dict[str, str] = {}
     for entry in pillars:
-        if entry.quick_bench is None:
-            missing[entry.name] = entry.missing_reason
-            console.print(f"[yellow]{entry.name}: not available ({entry.missing_reason})[/yellow]")
-            continue
         console.print(f"[bold]{entry.name}[/bold]: running quick benchmark ...")
         start = time.perf_counter()
         try:
@@ -110,8 +104,6 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
             ok,
             f"{line.seconds:.1f}",
         )
-    for name in missing:
-        table.add_row(name, "(not landed)", "", "", "", "", "")
     for name, message in errors.items():
         table.add_row(name, "(error)", message[:60], "", "", "NO", "")
     console.print(table)
@@ -119,7 +111,6 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
     summary = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "lines": [dataclasses.asdict(line) for line in lines],
-        "missing": missing,
         "errors": errors,
     }
     atomic_write_json(out_dir / "summary.json", summary)
@@ -133,8 +124,6 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
             f"| {line.pillar} | {line.benchmark} | {line.metric} | {_format_value(line.value)} | {line.target} | {ok} "
             f"| {line.seconds:.1f} | `{line.command}` |"
         )
-    for name, reason in missing.items():
-        md.append(f"| {name} | not landed: {reason} | | | | | | |")
     for name, message in errors.items():
         md.append(f"| {name} | error: {message} | | | | **no** | | |")
     atomic_write_text(out_dir / "summary.md", "\n".join(md) + "\n")

@@ -27,9 +27,11 @@ PILLARS: list[tuple[str, str, str]] = [
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
 ]
 
-# Modules imported before mounting, for what they register into a pillar's app (planning.mpc adds --algo pets to
-# `rolloutlab mbrl train`, a command of a lower pillar that must not import planning itself).
-EXTENSIONS: list[str] = ["planning.mpc.cli"]
+# Modules imported before mounting, for what they register into a lower pillar that must not import them itself:
+# planning.mpc adds --algo pets to `rolloutlab mbrl train`; meta.rollout_length.learned adds the `learned:PATH` spec to
+# meta.controllers, so every --controller / --arms option accepts it; meta.rlvr.allocators declares the allocator spec
+# kind, so `--controller uniform:8` is refused with a pointer to make_allocator rather than as an unknown name.
+EXTENSIONS: list[str] = ["planning.mpc.cli", "meta.rollout_length.learned", "meta.rlvr.allocators"]
 
 app = typer.Typer(
     name="rolloutlab",
@@ -37,19 +39,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-
-def _import_if_landed(module: str) -> object | None:
-    """Import ``module``; ``None`` if the module itself does not exist yet (a pillar that has not landed).
-
-    An import error *inside* an existing module is a bug and is raised, never hidden.
-    """
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
-            return None
-        raise
 
 
 def _version_callback(value: bool) -> None:
@@ -70,11 +59,9 @@ def _root(
 @app.command()
 def bench(
     out: Annotated[Path, typer.Option(help="Parent directory for the bench-<time> folder.")] = Path("runs"),
-    only: Annotated[
-        str | None, typer.Option(help="Comma-separated pillars to run (default: every landed pillar).")
-    ] = None,
+    only: Annotated[str | None, typer.Option(help="Comma-separated pillars to run (default: every pillar).")] = None,
 ) -> None:
-    """Run each landed pillar's headline benchmark at its small default size and print one summary table."""
+    """Run each pillar's headline benchmark at its small default size and print one summary table."""
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
@@ -84,15 +71,11 @@ def bench(
         raise typer.BadParameter(
             f"unknown pillar(s) {sorted(wanted - known)}; known: {sorted(known)}", param_hint="--only"
         )
-    entries = []
-    for name, _, bench_module in PILLARS:
-        if wanted is not None and name not in wanted:
-            continue
-        module = _import_if_landed(bench_module)
-        if module is None:
-            entries.append(PillarEntry(name, None, f"{bench_module} does not exist yet"))
-        else:
-            entries.append(PillarEntry(name, module.quick_bench))  # type: ignore[attr-defined]
+    entries = [
+        PillarEntry(name, importlib.import_module(bench_module).quick_bench)
+        for name, _, bench_module in PILLARS
+        if wanted is None or name in wanted
+    ]
     out_dir = out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = run_suite(entries, out_dir)
     if summary["errors"]:
@@ -101,11 +84,9 @@ def bench(
 
 def _mount_pillars() -> None:
     for extension in EXTENSIONS:
-        _import_if_landed(extension)
+        importlib.import_module(extension)
     for name, cli_module, _ in PILLARS:
-        module = _import_if_landed(cli_module)
-        if module is not None:
-            app.add_typer(module.app, name=name)  # type: ignore[attr-defined]
+        app.add_typer(importlib.import_module(cli_module).app, name=name)
 
 
 _mount_pillars()

@@ -1,9 +1,8 @@
-"""One seed for everything: Python's ``random``, numpy, torch, an environment and its spaces."""
+"""One seed for Python's ``random``, numpy and torch."""
 
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import numpy as np
 import torch
@@ -24,15 +23,3 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
-
-
-def seed_env(env: Any, seed: int) -> tuple[Any, dict[str, Any]]:
-    """Reset a gymnasium env (or vector env) with ``seed`` and seed its action and observation spaces.
-
-    Returns:
-        What ``env.reset(seed=seed)`` returned: ``(observation, info)``.
-    """
-    result = env.reset(seed=seed)
-    env.action_space.seed(seed)
-    env.observation_space.seed(seed)
-    return result

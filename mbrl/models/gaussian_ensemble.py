@@ -130,13 +130,6 @@ class GaussianEnsemble(nn.Module):
         logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
         return mean, logvar
 
-    def nll(self, mean: torch.Tensor, logvar: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Gaussian negative log-likelihood per member, averaged over samples and output dims.
-
-        ``0.5 * [(target - mean)^2 / var + logvar + log(2 pi)]``; shapes ``[E, N, out_dim]``; returns ``[E]``.
-        """
-        return gaussian_nll(mean, logvar, target)
-
     def loss(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Training loss: sum over members of the NLL, plus the log-variance bound penalty and per-layer weight decay.
 
@@ -148,7 +141,7 @@ class GaussianEnsemble(nn.Module):
             A scalar.
         """
         mean, logvar = self(x)
-        loss = self.nll(mean, logvar, target).sum()
+        loss = gaussian_nll(mean, logvar, target).sum()
         loss = loss + LOGVAR_BOUND_PENALTY * (self.max_logvar.sum() - self.min_logvar.sum())
         return loss + self.decay_penalty()
 
@@ -161,21 +154,11 @@ class GaussianEnsemble(nn.Module):
                 total = total + decay * 0.5 * layer.weight.pow(2).sum()  # type: ignore[operator]
         return total
 
-    def member_state(self, member: int) -> dict[str, torch.Tensor]:
-        """A copy of one member's slice of every per-member parameter (for per-member best snapshots)."""
-        return {
-            name: p[member].detach().clone() for name, p in self.named_parameters() if p.shape[0] == self.ensemble_size
-        }
-
-    def load_member_state(self, member: int, state: dict[str, torch.Tensor]) -> None:
-        """Write a slice saved by :meth:`member_state` back into member ``member``."""
-        params = dict(self.named_parameters())
-        with torch.no_grad():
-            for name, value in state.items():
-                params[name][member].copy_(value)
-
 
 def gaussian_nll(mean: torch.Tensor, logvar: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Diagonal Gaussian NLL per member, ``[E, N, D] -> [E]`` (mean over ``N`` and ``D``, natural log units)."""
+    """Diagonal Gaussian NLL per member, ``[E, N, D] -> [E]`` (mean over ``N`` and ``D``, natural log units).
+
+    Each entry is ``0.5 * [(target - mean)^2 / var + logvar + log(2 pi)]`` with ``var = exp(logvar)``.
+    """
     per_entry = 0.5 * ((target - mean) ** 2 * torch.exp(-logvar) + logvar + math.log(2.0 * math.pi))
     return per_entry.mean(dim=(1, 2))

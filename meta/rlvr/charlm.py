@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from envs.reasoning.tasks import ALPHABET
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 
@@ -33,7 +34,7 @@ class CharLMConfig:
         max_positions: Longest prompt + completion, in tokens.
     """
 
-    alphabet: str = "0123456789+*="
+    alphabet: str = ALPHABET
     hidden_size: int = 64
     intermediate_size: int = 192
     num_layers: int = 2

@@ -13,6 +13,7 @@ from typing import Any
 
 from transformers.tokenization_python import PythonBackend
 
+from envs.reasoning.tasks import ALPHABET
 from meta.rlvr.vocab import BOS, EOS, PAD, CharVocab
 
 
@@ -26,7 +27,7 @@ class CharTokenizer(PythonBackend):
 
     model_input_names = ["input_ids", "attention_mask"]  # noqa: RUF012 - transformers reads a class attribute
 
-    def __init__(self, alphabet: str = "0123456789+*=", **kwargs: Any) -> None:
+    def __init__(self, alphabet: str = ALPHABET, **kwargs: Any) -> None:
         self.char_vocab = CharVocab(alphabet)
         kwargs.setdefault("special_tokens_pattern", "bos")
         super().__init__(pad_token=PAD, bos_token=BOS, eos_token=EOS, padding_side="left", **kwargs)

@@ -6,7 +6,9 @@ alphabet. Plain Python (no torch).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+
+from envs.reasoning.tasks import ALPHABET
 
 PAD, BOS, EOS = "<pad>", "^", "$"
 
@@ -15,10 +17,11 @@ class CharVocab:
     """Maps characters to ids and back.
 
     Args:
-        alphabet: The task characters (e.g. ``envs.reasoning.tasks.ALPHABET``); must not contain ``^`` or ``$``.
+        alphabet: The task characters (default: every character of :mod:`envs.reasoning` tasks); must not contain
+            ``^`` or ``$``.
     """
 
-    def __init__(self, alphabet: str = "0123456789+*=") -> None:
+    def __init__(self, alphabet: str = ALPHABET) -> None:
         if BOS in alphabet or EOS in alphabet or len(set(alphabet)) != len(alphabet):
             raise ValueError(f"alphabet must have distinct characters other than {BOS!r} and {EOS!r}")
         self.alphabet = alphabet
@@ -53,7 +56,3 @@ class CharVocab:
             elif i > self.bos_id and i < len(self.tokens):
                 out.append(self.tokens[i])
         return "".join(out)
-
-    def decode_batch(self, batch: Sequence[Iterable[int]]) -> list[str]:
-        """:meth:`decode` of each row."""
-        return [self.decode(row) for row in batch]

@@ -101,7 +101,11 @@ def _learned_spec(args: str) -> LearnedController:
     path = Path(args)
     if path.is_dir():
         path = path / "meta_policy.pt"
-    return LearnedController(path)
+    try:
+        return LearnedController(path)
+    except CheckpointError as exc:
+        # A spec is parsed where options are checked; a bad file must be refused there like any other bad spec.
+        raise ValueError(f"controller spec 'learned:{args}': {exc}") from exc
 
 
 register_controller("learned", _learned_spec)

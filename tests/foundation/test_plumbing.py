@@ -4,7 +4,6 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -12,7 +11,7 @@ import yaml
 
 from rolloutlab.logs import make_logger
 from rolloutlab.runs import make_run_dir, write_result
-from rolloutlab.seeding import seed_env, seed_everything
+from rolloutlab.seeding import seed_everything
 from rolloutlab.threads import set_torch_threads
 
 
@@ -29,14 +28,6 @@ def test_seed_everything_is_reproducible() -> None:
     assert draw() == draw()
     with pytest.raises(ValueError, match="non-negative"):
         seed_everything(-1)
-
-
-def test_seed_env_reproducible() -> None:
-    env_a, env_b = gym.make("CartPole-v1"), gym.make("CartPole-v1")
-    obs_a, _ = seed_env(env_a, 5)
-    obs_b, _ = seed_env(env_b, 5)
-    assert np.array_equal(obs_a, obs_b)
-    assert env_a.action_space.sample() == env_b.action_space.sample()
 
 
 def test_run_dir_layout(tmp_path: Path) -> None:

@@ -124,8 +124,8 @@ def test_sampler_is_seeded_and_within_ranges(base_id: str) -> None:
         assert low <= NOMINAL_PHYSICS[base_id][name] <= high
         assert low <= TEST_PHYSICS[base_id][name] <= high
     assert PhysicsSampler(base_id, ranges={}).sample(np.random.default_rng(0)) == NOMINAL_PHYSICS[base_id]
-    factories = sampler.sample_factories(np.random.default_rng(0), 2)
-    env = pickle.loads(pickle.dumps(factories[0]))()
+    factory = env_factory(base_id, sampler.sample(np.random.default_rng(0)))
+    env = pickle.loads(pickle.dumps(factory))()
     assert env.spec is not None and env.spec.id == PERTURBED_IDS[base_id]
     assert env_factory(base_id)().unwrapped.gravity == NOMINAL_PHYSICS[base_id]["gravity"]  # type: ignore[attr-defined]
 

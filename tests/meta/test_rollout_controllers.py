@@ -3,6 +3,7 @@ the random meta-policy; and the spec registry (one per kind, pillars register th
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -208,6 +209,22 @@ def test_controllers_never_import_a_pillar() -> None:
     assert result.stdout.strip() == "['meta.controllers']"
     source = (ROOT / "meta" / "controllers.py").read_text(encoding="utf-8")
     assert "import_module" not in source and "__import__" not in source and "importlib" not in source
+
+
+def test_controllers_source_imports_only_the_standard_library_and_numpy() -> None:
+    # Every import statement, a function-local one included, so a lazy import reaching a pillar cannot hide from the
+    # subprocess check above (which sees only the imports the specs it builds happen to run).
+    tree = ast.parse((ROOT / "meta" / "controllers.py").read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import would reach into the meta package"
+            imported.add(node.module or "")
+    outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names | {"numpy"}}
+    assert not outside, f"meta/controllers.py imports {sorted(outside)}"
+    assert "numpy" in imported  # the walk sees the module's imports at all
 
 
 def test_learned_spec_registers_with_its_package() -> None:

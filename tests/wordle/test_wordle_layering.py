@@ -1,4 +1,4 @@
-"""Layering (DESIGN.md): the Wordle rules and lists are ground floor in ``envs/``; ``planning/`` builds on them."""
+"""Layering (README folder map): the Wordle rules and lists are ground floor in ``envs/``; ``planning/`` uses them."""
 
 from __future__ import annotations
 
