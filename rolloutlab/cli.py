@@ -22,7 +22,7 @@ from rolloutlab.bench import PillarEntry, run_suite
 PILLARS: list[tuple[str, str, str]] = [
     ("wordle", "planning.wordle.cli", "planning.wordle.bench"),
     ("mbrl", "mbrl.cli", "mbrl.bench"),
-    ("meta", "meta.rollout_length.cli", "meta.rollout_length.bench"),
+    ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
     ("rlvr", "meta.rlvr.cli", "meta.rlvr.bench"),
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
 ]

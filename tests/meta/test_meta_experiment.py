@@ -1,20 +1,31 @@
-"""``experiments/meta/rollout_length.py``: its test runs split into slices of runs, and the committed results agree with
-themselves (each ``table.md`` is the table its ``summary.json`` gives, and the README quotes the scaled table verbatim:
-issue 5 asks for the README table to be generated from the experiments JSON)."""
+"""The meta-controller benchmark (``meta/rollout_length/benchmark.py``, which ``experiments/meta/rollout_length.py``
+drives): test runs split into units that cover every run once, the paired summary's statistics, and the committed
+round-one results as the README quotes them."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
+import scipy.stats
 
+from meta.rollout_length.benchmark import (
+    pending_units,
+    record_unit,
+    run_slices,
+    schedule_table,
+    summarize_arms,
+    target_met,
+)
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.evaluate import merge_run_slices, run_arms
+from meta.rollout_length.train import MetaTrainConfig
+from rolloutlab.config import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "meta" / "results"
@@ -29,32 +40,6 @@ def _experiment_script() -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.mark.parametrize(
-    ("summary_path", "table_path"),
-    [
-        (RESULTS / "summary_small.json", RESULTS / "table_small.md"),
-        (RESULTS / "scaled" / "summary.json", RESULTS / "scaled" / "table.md"),
-    ],
-    ids=["small", "scaled"],
-)
-def test_table_md_is_generated_from_summary_json(summary_path: Path, table_path: Path) -> None:
-    summary = json.loads(summary_path.read_text())
-    assert table_path.read_text() == _experiment_script().table(summary)
-
-
-def test_issue_summary_is_the_scaled_protocol() -> None:
-    # The issue checks results/summary.json; it must be the scaled run's summary (whose table is tested above), not a
-    # stale copy of it or the small run's.
-    for name in ("summary.json", "table.md"):
-        assert (RESULTS / name).read_bytes() == (RESULTS / "scaled" / name).read_bytes()
-    summary = json.loads((RESULTS / "summary.json").read_text())
-    assert summary["protocol"]["budget"] == 50_000 and summary["protocol"]["test_runs"] >= 30
-    for env in ("MountainCar-v0", "Acrobot-v1"):
-        arms = summary["envs"][env]["arms"]
-        assert all(len(arms[arm]["finals"]) >= 30 for arm in arms) and len(arms) == 11
-        assert {"mean", "se"} <= set(summary["envs"][env]["meta_minus_best_heuristic"])
 
 
 def test_readme_quotes_the_scaled_table() -> None:
@@ -76,47 +61,74 @@ def test_slices_of_runs_merge_into_the_whole_arm() -> None:
         merge_run_slices([])
 
 
-def test_units_cover_every_run_once_and_finished_slices_are_skipped(tmp_path: Path) -> None:
-    script = _experiment_script()
-    args = script.Args(test_runs=7, runs_per_unit=3, arms_per_group=1, run_root=str(tmp_path))
-    assert script.run_slices(args) == [(0, 3), (3, 3), (6, 1)]
-    units = script.eval_units(args, "Acrobot-v1", ["meta", "fixed:0"], {})
-    assert [(u.arms, u.first_run, u.runs) for u in units] == [
-        (["meta"], 0, 3), (["meta"], 3, 3), (["meta"], 6, 1), (["fixed:0"], 0, 3), (["fixed:0"], 3, 3),
-        (["fixed:0"], 6, 1),
+def _fake(first: int, runs: int) -> dict[str, object]:
+    finals = [float(first + i) for i in range(runs)]
+    return {"mean": 0.0, "se": 0.0, "finals": finals, "k_schedules": [[0]] * runs, "seconds": 1.0}
+
+
+def test_units_cover_every_run_once_and_finished_slices_are_skipped() -> None:
+    arms = {"meta_step": "learned:x.pt", "fixed:0": "fixed:0"}
+    assert run_slices(7, 3) == [(0, 3), (3, 3), (6, 1)] and run_slices(7, 0) == [(0, 7)]
+    units = pending_units(arms, 7, 3, {})
+    assert [(u.arm, u.spec, u.first_run, u.runs) for u in units] == [
+        ("meta_step", "learned:x.pt", 0, 3), ("meta_step", "learned:x.pt", 3, 3), ("meta_step", "learned:x.pt", 6, 1),
+        ("fixed:0", "fixed:0", 0, 3), ("fixed:0", "fixed:0", 3, 3), ("fixed:0", "fixed:0", 6, 1),
     ]  # fmt: skip
-    assert len({u.checkpoint for u in units}) == 6  # a slice's phase checkpoint is its own
-
-    def fake(unit: object, first: int, runs: int) -> dict[str, object]:
-        finals = [float(first + i) for i in range(runs)]
-        return {"mean": 0.0, "se": 0.0, "finals": finals, "k_schedules": [[0]] * runs, "seconds": 1.0}
-
-    done: dict[str, object] = {}
-    slices: dict[str, dict[str, object]] = {}
-    # A slice saved under another --runs-per-unit is neither skipped nor merged.
-    slices["meta"] = {"0": fake(None, 0, 2)}
-    assert [u.first_run for u in script.eval_units(args, "Acrobot-v1", ["meta"], slices)] == [0, 3, 6]
-    for unit in units[:5]:
-        assert script.record(args, unit, {unit.arms[0]: fake(unit, unit.first_run, unit.runs)}, done, slices) == (
-            ["meta"] if unit.first_run == 6 else []
-        )
-    assert done["meta"]["finals"] == [float(i) for i in range(7)] and done["meta"]["seconds"] == 3.0
-    assert "meta" not in slices
-    assert [u.first_run for u in script.eval_units(args, "Acrobot-v1", ["fixed:0"], slices)] == [6]
-    # Without --runs-per-unit an arm is one unit and its result is filed whole.
-    whole = script.Args(test_runs=7, run_root=str(tmp_path))
-    (unit,) = script.eval_units(whole, "Acrobot-v1", ["fixed:16"], {})
-    assert (unit.first_run, unit.runs) == (0, 7) and unit.checkpoint.endswith("arms_Acrobot-v1.pt")
-    assert script.record(whole, unit, {"fixed:16": fake(unit, 0, 7)}, done, slices) == ["fixed:16"]
-    assert "fixed:16" not in slices
+    assert len({u.name for u in units}) == 6  # each unit's phase checkpoint is its own
+    saved: dict[str, object] = {}
+    # Out of order: the arm is complete only when its slices cover runs 0..6 contiguously.
+    order = [units[2], units[0], units[1]]
+    assert [record_unit(u, _fake(u.first_run, u.runs), saved, 7) for u in order] == [False, False, True]
+    assert saved["arms"]["meta_step"]["finals"] == [float(i) for i in range(7)]  # type: ignore[index]
+    assert saved["arms"]["meta_step"]["seconds"] == 3.0 and "slices" not in saved  # type: ignore[index]
+    assert [(u.arm, u.first_run) for u in pending_units(arms, 7, 3, saved)] == [
+        ("fixed:0", 0),
+        ("fixed:0", 3),
+        ("fixed:0", 6),
+    ]
+    record_unit(units[3], _fake(0, 3), saved, 7)
+    assert [u.first_run for u in pending_units(arms, 7, 3, saved)] == [3, 6]
+    # A slice of another size (e.g. saved under another runs_per_unit) is not taken as the slice asked for.
+    saved["slices"]["fixed:0"]["3"] = _fake(3, 2)  # type: ignore[index]
+    assert [u.first_run for u in pending_units(arms, 7, 3, saved)] == [3, 6]
+    with pytest.raises(ValueError, match="test_runs"):
+        run_slices(0, 1)
 
 
-def test_table_rows_of_new_results_are_specs() -> None:
-    # Results written by a run after arms became specs are filed and shown under the spec.
+def test_summary_statistics_and_target() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.normal(-200.0, 50.0, size=40)
+    arms = {
+        "fixed:0": {"finals": list(base)},
+        "fixed:2": {"finals": list(base + 30.0)},
+        "random:1,8": {"finals": list(base + 500.0)},  # not a schedule: never "the best"
+        "meta_step": {"finals": list(base + 90.0)},
+        "meta_direct": {"finals": list(base - 10.0)},
+    }
+    summary = summarize_arms(arms, seed=3, reps=500)
+    assert summary["best_schedule"] == "fixed:2"
+    r = summary["arms"]["fixed:2"]
+    assert r["mean"] == pytest.approx(np.mean(base + 30.0)) and r["median"] == pytest.approx(np.median(base + 30.0))
+    assert r["iqm"] == pytest.approx(scipy.stats.trim_mean(base + 30.0, 0.25)) and r["runs"] == 40
+    assert all(low <= r[name] <= high for name, (low, high) in r["ci"].items())
+    # META shifted up by 60 over the best schedule on every seed: the paired difference is exactly 30, and a META run
+    # beats a best-schedule run most of the time.
+    diff = summary["paired_minus_best"]["meta_step"]
+    assert diff["mean"] == pytest.approx(60.0) and diff["se"] == pytest.approx(0.0, abs=1e-9)
+    assert summary["prob_improvement_vs_best"]["meta_step"]["value"] > 0.7
+    assert target_met(summary, "meta_step") and not target_met(summary, "meta_direct")
+    assert summarize_arms(arms, seed=3, reps=500) == summary  # seeded: the same numbers on a rerun
+    table = schedule_table(summary, ["fixed:0", "fixed:2", "meta_step"])
+    assert "| fixed:2 | 40 |" in table and "target met: yes" in table and "random" not in table.split("\n\n")[0]
+
+
+def test_experiment_config_is_the_gate_preset_with_ten_decisions() -> None:
     script = _experiment_script()
-    arm = {"mean": -100.0, "se": 1.0, "finals": [-100.0]}
-    summary = {"envs": {"Acrobot-v1": {"arms": {"fixed:16": arm, "random:0,32": arm, "meta": arm}}}}
-    table = script.table(summary)
-    assert "| fixed:16 | -100.0 ± 1.0 |" in table and "| random:0,32 | -100.0 ± 1.0 |" in table
-    assert "| k16 |" not in table and "| fixed:0 | — |" in table
-    assert script.split_specs("fixed:0,linear:0,5,1,32,meta") == ["fixed:0", "linear:0,5,1,32", "meta"]
+    cfg = script.train_config(script.Args())
+    preset = load_yaml(MetaTrainConfig, script.PRESET)
+    assert cfg.env.dyna == preset.env.dyna and cfg.env.budget == preset.env.budget == 8_000
+    assert cfg.env.horizon == 10 and cfg.env.k_cap == 8 and cfg.env.k_grid == [0, 1, 2, 4, 8]
+    assert cfg.total_timesteps >= 5_000 and cfg.agent.buffer_size == cfg.total_timesteps
+    assert all(script.arm_specs(script.Args(), "Acrobot-v1", set())[a] == a for a in script.SCHEDULE_ARMS)
+    specs = script.arm_specs(script.Args(), "Acrobot-v1", {"step"})
+    assert specs["meta_step"].startswith("learned:") and "meta_direct" not in specs
