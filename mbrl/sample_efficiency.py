@@ -37,6 +37,7 @@ import numpy as np
 
 from meta.controllers import make_controller, split_specs
 from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.statistics import bootstrap_interval, mean_interval
 
 if TYPE_CHECKING:
     from mbrl.algorithms.mbpo import MBPOConfig
@@ -435,27 +436,22 @@ def bootstrap_ratio(
 ) -> tuple[float, list[float]]:
     """``min median steps over numerator arms / min median steps over denominator arms`` and its bootstrap interval.
 
-    Each arm's seeds are resampled independently with replacement, and the best arm of each side is chosen again in
-    every resample, so the interval carries the choice of the best arm. Never-reached thresholds count as the budget.
+    Each arm's seeds are resampled independently with replacement (:func:`rolloutlab.statistics.bootstrap_interval`,
+    ``paired=False``), and the best arm of each side is chosen again in every resample, so the interval carries the
+    choice of the best arm. Never-reached thresholds count as the budget.
 
     Returns:
         ``(ratio, [low, high])``: the point ratio and the percentile interval at ``level``.
     """
+    names = list(numerator)
 
-    def best_medians(arms: Mapping[str, Sequence[int | None]]) -> tuple[float, np.ndarray]:
-        point, boot = np.inf, np.full(resamples, np.inf)
-        for steps in arms.values():
-            values = _filled(steps, budget)
-            point = min(point, float(np.median(values)))
-            draws = values[rng.integers(0, values.size, size=(resamples, values.size))]
-            boot = np.minimum(boot, np.median(draws, axis=1))
-        return point, boot
+    def best_median_ratio(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        medians = [np.median(x, axis=axis) for x in samples]
+        return np.minimum.reduce(medians[: len(names)]) / np.minimum.reduce(medians[len(names) :])
 
-    num_point, num_boot = best_medians(numerator)
-    den_point, den_boot = best_medians(denominator)
-    ratios = num_boot / den_boot
-    alpha = (1.0 - level) / 2.0
-    return num_point / den_point, [float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1.0 - alpha))]
+    samples = [_filled(steps, budget) for steps in (*numerator.values(), *denominator.values())]
+    estimate = bootstrap_interval(samples, best_median_ratio, paired=False, rng=rng, n_resamples=resamples, level=level)
+    return estimate.value, [estimate.low, estimate.high]
 
 
 def _ratio(
@@ -586,28 +582,27 @@ def summarize_threshold(
 # --- final return -----------------------------------------------------------------------------------------------
 
 
-def paired_difference(
+def final_return_difference(
     a: Sequence[float], b: Sequence[float], rng: np.random.Generator, resamples: int = 10_000, level: float = 0.95
 ) -> dict[str, Any]:
     """Mean of the paired differences ``a[i] - b[i]`` with a paired percentile-bootstrap interval.
 
-    The pairs (seeds) are resampled together. ``met``: the interval excludes zero and the mean is positive.
+    The pairs (seeds) are resampled together: :func:`rolloutlab.statistics.mean_interval` of the differences.
+    ``met``: the interval excludes zero and the mean is positive.
 
     Returns:
         ``{"differences", "mean", "ci": [low, high], "met"}``.
     """
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if diff.size == 0:
-        raise ValueError("paired_difference needs at least one pair")
-    boot = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    low, high = float(np.quantile(boot, alpha)), float(np.quantile(boot, 1.0 - alpha))
-    mean = float(diff.mean())
+        raise ValueError("final_return_difference needs at least one pair")
+    estimate = mean_interval(diff, rng=rng, n_resamples=resamples, level=level)
+    low, high = estimate.low, estimate.high
     return {
         "differences": diff.tolist(),
-        "mean": mean,
+        "mean": estimate.value,
         "ci": [low, high],
-        "met": bool((low > 0.0 or high < 0.0) and mean > 0.0),
+        "met": bool((low > 0.0 or high < 0.0) and estimate.value > 0.0),
     }
 
 
@@ -656,7 +651,7 @@ def summarize_final(
     for arm in mbpo:
         entry["mbpo_minus_sac_same_utd_by_mbpo_arm"][arm] = {
             "mbpo_arm": arm,
-            **paired_difference(arms[arm]["final_return"], sac, rng),
+            **final_return_difference(arms[arm]["final_return"], sac, rng),
         }
     best = max(mbpo, key=lambda a: (arms[a]["final_return_mean"], -mbpo.index(a)))
     entry["mbpo_arm"] = best

@@ -7,6 +7,9 @@ same rules as :class:`~envs.metarl.bandit.BernoulliBanditEnv`.
 
 Dark key-door: a uniformly random policy and an oracle that knows the key and door cells and walks the Manhattan
 path, both run on :class:`~envs.metarl.keydoor.DarkKeyDoorEnv` itself.
+
+Standard errors are ``scipy.stats.sem``, as in :mod:`rolloutlab.statistics`, which ``envs/`` (the ground floor) does
+not import.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import scipy.stats
 
 from envs.metarl.keydoor import MOVES, DarkKeyDoorEnv
 
@@ -67,7 +71,7 @@ def bandit_monte_carlo(
         successes[rows, arm] += reward
         pulls[rows, arm] += 1.0
         total += reward
-    return float(total.mean()), float(total.std(ddof=1) / np.sqrt(n_tasks))
+    return float(total.mean()), float(scipy.stats.sem(total))
 
 
 def bayes_optimal_two_arm_value(horizon: int) -> float:
@@ -141,4 +145,4 @@ def keydoor_monte_carlo(policy: str, n_tasks: int = 1000, seed: int = 0, **env_k
         while not done:
             _, reward, done, _, _ = env.step(choose(env))
             totals[task] += reward
-    return float(totals.mean()), float(totals.std(ddof=1) / np.sqrt(n_tasks))
+    return float(totals.mean()), float(scipy.stats.sem(totals))

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 import tyro
 
+from rolloutlab.statistics import interval_estimates, iqm, paired_difference
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SOLVED = -100.0  # gymnasium's reward_threshold for Acrobot-v1
 
@@ -252,39 +254,26 @@ def command_line(args: Args) -> str:
     return " ".join(parts)
 
 
-def iqm(x: np.ndarray) -> float:
-    """Interquartile mean (rliable's IQM: the mean of the middle 50%, scipy's trim_mean(0.25))."""
-    from scipy.stats import trim_mean
-
-    return float(trim_mean(x, 0.25))
-
-
 def summarize(args: Args, finals: dict[str, np.ndarray]) -> dict[str, Any]:
     """Per-arm aggregates with rliable intervals, and paired IQM differences against both K = 0 arms."""
-    from rliable import library as rly
     from rliable import metrics
 
-    np.random.seed(args.seed)  # rliable's bootstrap draws from numpy's global generator
     # One task: rliable's aggregate_median is a median over *tasks* of per-task means, so the median over runs is
     # taken directly.
     aggregates = {
         "mean": metrics.aggregate_mean,
         "median": lambda x: float(np.median(x)),
-        "iqm": metrics.aggregate_iqm,
+        "iqm": iqm,
         "solved_fraction": lambda x: float(np.mean(x >= SOLVED)),
     }
+    estimates = interval_estimates(finals, aggregates, seed=args.seed, reps=args.bootstrap_reps)
     arms: dict[str, Any] = {}
     for arm, values in finals.items():
-        scores = {arm: values[:, None]}
         entry: dict[str, Any] = {"finals": values.tolist()}
-        for name, fn in aggregates.items():
-            point, ci = rly.get_interval_estimates(scores, lambda x, fn=fn: np.array([fn(x)]), reps=args.bootstrap_reps)
-            entry[name] = float(point[arm][0])
-            entry[f"{name}_ci95"] = [float(ci[arm][0, 0]), float(ci[arm][1, 0])]
+        for name, estimate in estimates[arm].items():
+            entry[name] = estimate.value
+            entry[f"{name}_ci95"] = [estimate.low, estimate.high]
         arms[arm] = entry
-    rng = np.random.default_rng(args.seed)
-    n = len(next(iter(finals.values())))
-    resamples = rng.integers(0, n, size=(args.bootstrap_reps, n))
     baselines = [b for b in ("fixed:0", "fixed:0+compute") if b in finals]
     paired: dict[str, Any] = {}
     for arm, values in finals.items():
@@ -292,10 +281,10 @@ def summarize(args: Args, finals: dict[str, np.ndarray]) -> dict[str, Any]:
             continue
         paired[arm] = {}
         for base in baselines:
-            diff = iqm(values) - iqm(finals[base])
-            boots = np.array([iqm(values[r]) - iqm(finals[base][r]) for r in resamples])
-            se = float(boots.std(ddof=1))
-            paired[arm][base] = {"iqm_diff": diff, "se": se, "z": diff / se if se > 0 else float("inf")}
+            # A fresh generator from the same seed per pair: every comparison resamples the same run indices.
+            d = paired_difference(values, finals[base], statistic=iqm, rng=args.seed, n_resamples=args.bootstrap_reps)
+            se = d.standard_error
+            paired[arm][base] = {"iqm_diff": d.value, "se": se, "z": d.value / se if se > 0 else float("inf")}
     model_arms = [a for a in paired if not parse_arm(a)[2]]
     best = max(model_arms, key=lambda a: arms[a]["iqm"]) if model_arms else None
     # The verdict needs both K = 0 arms: beating only one of them is not the gate.
@@ -378,7 +367,7 @@ def main(args: Args) -> dict[str, Any]:
             arm: {
                 "finals": x.tolist(),
                 "mean": float(x.mean()),
-                "iqm": iqm(x),
+                "iqm": float(iqm(x)),
                 "solved_fraction": float(np.mean(x >= SOLVED)),
             }
             for arm, x in q_greedy.items()

@@ -44,6 +44,7 @@ from mbrl.sample_efficiency import (
     summarize,
 )
 from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.statistics import pointwise_mean_with_stderr
 from rolloutlab.threads import set_torch_threads
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -166,8 +167,7 @@ def plot(path: Path, runs: list[dict[str, Any]], threshold: float | None, title:
         n = min(len(c) for c in curves)
         steps = np.array([curves[0][i][0] for i in range(n)])
         values = np.array([[c[i][1] for i in range(n)] for c in curves])
-        mean = values.mean(axis=0)
-        se = values.std(axis=0, ddof=1) / np.sqrt(len(curves)) if len(curves) > 1 else np.zeros_like(mean)
+        mean, se = pointwise_mean_with_stderr(values)
         ax.plot(steps, mean, label=f"{arm} (n={len(curves)})")
         ax.fill_between(steps, mean - se, mean + se, alpha=0.2)
     if threshold is not None:

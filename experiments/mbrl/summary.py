@@ -31,6 +31,7 @@ from mbrl.sample_efficiency import (
     summarize,
     summarize_threshold,
 )
+from rolloutlab import statistics
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -83,27 +84,15 @@ def parse_args() -> Args:
 
 def iqm_by_arm(entry: dict[str, Any], reps: int) -> dict[str, Any]:
     """rliable IQM of the per-seed final returns of each arm, with a 95% stratified-bootstrap interval."""
-    from rliable import library as rly
-    from rliable import metrics
-
     scores = {
-        arm: np.asarray(row["final_return"], dtype=float).reshape(-1, 1)
+        arm: np.asarray(row["final_return"], dtype=float)
         for arm, row in entry["arms"].items()
         if row["final_return"] and None not in row["final_return"]
     }
     if not scores or min(v.shape[0] for v in scores.values()) < 2:
         return {}
-    np.random.seed(0)  # arch (under rliable) may fall back to the global generator; keep the CIs reproducible
-    point, interval = rly.get_interval_estimates(
-        scores,
-        lambda x: np.array([metrics.aggregate_iqm(x)]),
-        reps=reps,
-        random_state=np.random.RandomState(0),
-    )
-    return {
-        arm: {"iqm": float(point[arm][0]), "ci": [float(interval[arm][0][0]), float(interval[arm][1][0])]}
-        for arm in scores
-    }
+    estimates = statistics.interval_estimates(scores, {"iqm": statistics.iqm}, seed=0, reps=reps)
+    return {arm: {"iqm": e["iqm"].value, "ci": [e["iqm"].low, e["iqm"].high]} for arm, e in estimates.items()}
 
 
 def costs(entry: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:

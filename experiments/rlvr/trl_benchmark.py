@@ -35,7 +35,7 @@ import torch
 import tyro
 
 from envs.reasoning import Task, make_prompt_set, verify
-from meta.rlvr.benchmark import ARMS, BASELINE, mean_interval, run_record, summarize
+from meta.rlvr.benchmark import ARMS, BASELINE, accuracy_interval, run_record, summarize
 from meta.rlvr.charlm import build_model, load_model, save_model
 from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
 from meta.rlvr.vocab import CharVocab
@@ -241,7 +241,7 @@ def family_summary(runs: list[dict[str, Any]], family: str, args: Args) -> dict[
             for s in common
         ]
         best["final_accuracy_minus_uniform_g8"] = float(np.mean(diffs))
-        best["final_accuracy_minus_uniform_g8_ci"] = mean_interval(diffs)
+        best["final_accuracy_minus_uniform_g8_ci"] = accuracy_interval(diffs)
     return summary
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from rolloutlab.statistics import mean_with_stderr
+
 
 @dataclass
 class RecurrentPPOConfig:
@@ -87,13 +89,10 @@ def train_recurrent_ppo(
     train_seconds = time.perf_counter() - start
     returns = evaluate_recurrent_ppo(model, task, eval_tasks, 50, True, **task_kwargs)
     sampled = evaluate_recurrent_ppo(model, task, eval_tasks, 50, False, **task_kwargs)
+    mean, stderr = mean_with_stderr(returns)
     return {
         "eval_sampled": {"mean": float(np.mean(sampled))},
-        "eval": {
-            "mean": float(np.mean(returns)),
-            "stderr": float(np.std(returns, ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0,
-            "returns": [float(r) for r in returns],
-        },
+        "eval": {"mean": mean, "stderr": stderr, "returns": [float(r) for r in returns]},
         "env_steps": int(model.num_timesteps),
         "train_seconds": train_seconds,
         "config": vars(cfg),

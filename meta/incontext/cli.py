@@ -84,10 +84,9 @@ def evaluate(
     greedy: Annotated[bool, typer.Option(help="Argmax actions (--no-greedy samples from the policy).")] = True,
 ) -> None:
     """Evaluate a trained agent on the shared evaluation tasks."""
-    import numpy as np
-
     from meta.incontext.trainer import evaluate_agent, load_agent
     from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.statistics import mean_with_stderr
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
@@ -96,5 +95,5 @@ def evaluate(
     except CheckpointError as exc:
         raise typer.BadParameter(str(exc), param_hint="CHECKPOINT") from exc
     returns = evaluate_agent(agent, cfg, tasks, greedy=greedy)
-    stderr = float(np.std(returns, ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0
-    typer.echo(f"{cfg.task}: mean return {float(np.mean(returns)):.3f} ± {stderr:.3f} over {tasks} tasks")
+    mean, stderr = mean_with_stderr(returns)
+    typer.echo(f"{cfg.task}: mean return {mean:.3f} ± {stderr:.3f} over {tasks} tasks")

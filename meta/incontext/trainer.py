@@ -27,6 +27,7 @@ from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import to_dict
 from rolloutlab.logs import make_logger
 from rolloutlab.seeding import seed_everything
+from rolloutlab.statistics import mean_with_stderr
 
 CHECKPOINT_KIND = "incontext-agent"
 #: Evaluation tasks are seeded from here (same tasks for every training seed and every method).
@@ -184,11 +185,8 @@ class InContextTrainer:
         """
         n_tasks = self.config.eval_tasks if n_tasks is None else n_tasks
         returns = evaluate_agent(self.agent, self.config, n_tasks, max_parallel)
-        return {
-            "mean": float(np.mean(returns)),
-            "stderr": float(np.std(returns, ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0,
-            "returns": [float(r) for r in returns],
-        }
+        mean, stderr = mean_with_stderr(returns)
+        return {"mean": mean, "stderr": stderr, "returns": [float(r) for r in returns]}
 
     def learn(self) -> dict[str, Any]:
         """Collect and update until ``total_env_steps`` (or ``max_minutes``), evaluating along the way.

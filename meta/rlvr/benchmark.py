@@ -3,9 +3,9 @@
 Every arm starts from the same SFT checkpoint, sees prompts from the same pool in the same seeded order, uses the same
 optimizer, prompts per step and number of steps, and is evaluated (greedy accuracy) on the same held-out set. Only
 the allocator differs. The primary metric is the cumulative number of generated completion tokens (and responses) at
-which held-out accuracy first reaches 95% of uniform G=8's final accuracy; :func:`ratio_with_interval` turns it into
-a ratio to uniform G=8 with a seed bootstrap interval. The experiment script (``experiments/rlvr/benchmark.py``) and
-the quick bench (:mod:`meta.rlvr.bench`) both drive these functions.
+which held-out accuracy first reaches 95% of uniform G=8's final accuracy; :func:`cost_ratio` turns it into a
+ratio to uniform G=8 with a paired seed-bootstrap interval. The experiment script (``experiments/rlvr/benchmark.py``)
+and the quick bench (:mod:`meta.rlvr.bench`) both drive these functions.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from meta.rlvr.e3 import E3Budget
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
 from meta.rlvr.knapsack import Knapsack
 from meta.rlvr.vocab import CharVocab
+from rolloutlab.statistics import mean_interval, ratio_of_statistics
 
 #: The issue's arms, all matched to uniform G=8's per-step budget where the method has a budget knob.
 ARMS: dict[str, Callable[[], Allocator]] = {
@@ -113,6 +114,8 @@ def run_record(
 
 #: Evaluations averaged into a run's "final" accuracy (the held-out estimate is noisy; one point would be noisier).
 FINAL_WINDOW = 3
+#: Seed-bootstrap resamples of every interval in the summary.
+N_BOOT = 2000
 
 
 def final_accuracy(run: dict[str, Any]) -> float:
@@ -137,54 +140,37 @@ def accuracy_at(run: dict[str, Any], tokens: float) -> float:
     return float(best)
 
 
-def mean_interval(values: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list[float]:
-    """Seed-bootstrap percentile interval of the mean of ``values``."""
-    v = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return [float(lo), float(hi)]
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an infinite or undefined number is written as ``None``."""
+    return None if (math.isinf(x) or math.isnan(x)) else float(x)
 
 
-def ratio_with_interval(
-    arm_values: Sequence[float | None],
-    base_values: Sequence[float | None],
-    n_boot: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> tuple[float | None, list[float | None]]:
-    """Ratio of seed means (arm / baseline) and a paired seed-bootstrap percentile interval.
+def accuracy_interval(values: Sequence[float]) -> list[float]:
+    """Seed-bootstrap percentile interval (95%, 2000 resamples, seed 0) of the mean of ``values``."""
+    estimate = mean_interval(values, rng=0, n_resamples=N_BOOT)
+    return [estimate.low, estimate.high]
 
-    A run that never reached the target counts as infinitely expensive; an infinite ratio or bound is returned as
-    ``None`` (JSON has no infinity). Seeds are resampled jointly (the same seed shares the SFT start and prompt order).
+
+def cost_ratio(arm_values: Sequence[float | None], base_values: Sequence[float | None]) -> dict[str, Any]:
+    """Ratio of seed means (arm / baseline) with a paired seed-bootstrap percentile interval (95%, 2000, seed 0).
+
+    A run that never reached the target counts as infinitely expensive; an infinite ratio or bound is written as
+    ``None``. Seeds are resampled jointly (the same seed shares the SFT start and prompt order), and the interval ends
+    are sample values (``inverted_cdf``), so infinite resamples never meet ``inf - inf``
+    (:func:`rolloutlab.statistics.ratio_of_statistics`).
+
+    Returns:
+        ``{"value", "ci": [low, high]}``.
+
+    Raises:
+        ValueError: Arm and baseline have different or no seeds.
     """
     a = np.array([math.inf if v is None else v for v in arm_values], dtype=float)
     b = np.array([math.inf if v is None else v for v in base_values], dtype=float)
     if a.shape != b.shape or a.size == 0:
         raise ValueError("need the same non-zero number of seeds for arm and baseline")
-
-    def ratio(x: np.ndarray, y: np.ndarray) -> float:
-        mx, my = x.mean(), y.mean()
-        if math.isinf(mx) and math.isinf(my):
-            return math.nan
-        if my == 0:
-            return math.inf if mx > 0 else 1.0
-        return float(mx / my)
-
-    point = ratio(a, b)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.size, size=(n_boot, a.size))
-    boots = np.array([ratio(a[i], b[i]) for i in idx])
-    boots = boots[~np.isnan(boots)]
-    if boots.size == 0:
-        return None, [None, None]
-    # inverted_cdf picks sample values (no interpolation), so infinite bootstrap ratios never meet inf - inf.
-    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2], method="inverted_cdf")
-
-    def finite(x: float) -> float | None:
-        return None if (math.isinf(x) or math.isnan(x)) else float(x)
-
-    return finite(point), [finite(float(lo)), finite(float(hi))]
+    estimate = ratio_of_statistics(a, b, paired=True, rng=0, n_resamples=N_BOOT)
+    return {"value": _finite(estimate.value), "ci": [_finite(estimate.low), _finite(estimate.high)]}
 
 
 def summarize(runs: Sequence[dict[str, Any]], task: str, seeds: Sequence[int], arms: Sequence[str]) -> dict[str, Any]:
@@ -204,7 +190,7 @@ def summarize(runs: Sequence[dict[str, Any]], task: str, seeds: Sequence[int], a
             "tokens_to_target": [first_reaching(r, target) for r in rs],
             "responses_to_target": [first_reaching(r, target, "responses") for r in rs],
             "final_accuracy": [final_accuracy(r) for r in rs],
-            "final_accuracy_ci": mean_interval([final_accuracy(r) for r in rs]),
+            "final_accuracy_ci": accuracy_interval([final_accuracy(r) for r in rs]),
             "total_tokens": float(np.mean([r["costs"]["completion_tokens"] for r in rs])),
             "total_responses": float(np.mean([r["costs"]["responses"] for r in rs])),
             "total_prompt_tokens": float(np.mean([r["costs"]["prompt_tokens"] for r in rs])),
@@ -215,12 +201,10 @@ def summarize(runs: Sequence[dict[str, Any]], task: str, seeds: Sequence[int], a
         }
     base = out_arms[BASELINE]
     for entry in out_arms.values():
-        ratio, ci = ratio_with_interval(entry["tokens_to_target"], base["tokens_to_target"])
-        entry["ratio_tokens_vs_uniform_g8"] = ratio
-        entry["ratio_ci"] = ci
-        r_ratio, r_ci = ratio_with_interval(entry["responses_to_target"], base["responses_to_target"])
-        entry["ratio_responses_vs_uniform_g8"] = r_ratio
-        entry["ratio_responses_ci"] = r_ci
+        tokens = cost_ratio(entry["tokens_to_target"], base["tokens_to_target"])
+        entry["ratio_tokens_vs_uniform_g8"], entry["ratio_ci"] = tokens["value"], tokens["ci"]
+        responses = cost_ratio(entry["responses_to_target"], base["responses_to_target"])
+        entry["ratio_responses_vs_uniform_g8"], entry["ratio_responses_ci"] = responses["value"], responses["ci"]
     candidates = [a for a in ADAPTIVE_ARMS if a in out_arms and out_arms[a]["ratio_tokens_vs_uniform_g8"] is not None]
     best: dict[str, Any] = {"arm": None, "ratio_tokens_vs_uniform_g8": None, "ci": [None, None]}
     if candidates:

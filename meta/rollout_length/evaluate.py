@@ -20,7 +20,6 @@ filed under its arm's spec (:func:`arm_key`). Results written before arms were s
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from meta.controllers import BudgetLinear, RandomMetaPolicy, RolloutLengthContro
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.inner import InnerFactory
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
+from rolloutlab.statistics import mean_with_stderr
 
 #: Checkpoint kind of :func:`run_arms` (v2: the rollout-length driver's state replaces controllers/ks/feedback).
 ARMS_CHECKPOINT_KIND = "meta-arms-v2"
@@ -115,10 +115,9 @@ def arm_key(arm: str) -> str:
 
 
 def mean_se(values: Sequence[float]) -> dict[str, float]:
-    """Mean and standard error (sample s.d. / sqrt(n); 0 for one value)."""
-    x = np.asarray(values, dtype=np.float64)
-    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else 0.0
-    return {"mean": float(x.mean()), "se": se}
+    """``{"mean", "se"}`` of the result files: :func:`rolloutlab.statistics.mean_with_stderr` (0 for one value)."""
+    mean, stderr = mean_with_stderr(values)
+    return {"mean": mean, "se": stderr}
 
 
 def run_arms(

@@ -24,11 +24,11 @@ from mbrl.sample_efficiency import (
     arm_settings,
     bootstrap_ratio,
     collect_runs,
+    final_return_difference,
     mbpo_config,
     mbpo_controller,
     median_censored,
     median_steps,
-    paired_difference,
     parse_arms,
     round_one_runs,
     run_arm,
@@ -184,14 +184,14 @@ def test_only_seeds_every_arm_has_are_compared() -> None:
 # --- HalfCheetah: paired difference of final returns ------------------------------------------------------------
 
 
-def test_paired_difference() -> None:
+def test_final_return_difference() -> None:
     rng = np.random.default_rng(0)
-    up = paired_difference([110.0, 120.0, 130.0], [100.0, 100.0, 100.0], rng)
+    up = final_return_difference([110.0, 120.0, 130.0], [100.0, 100.0, 100.0], rng)
     assert up["differences"] == [10.0, 20.0, 30.0] and up["mean"] == pytest.approx(20.0)
     assert 10.0 <= up["ci"][0] < 20.0 < up["ci"][1] <= 30.0 and up["met"] is True
-    mixed = paired_difference([100.0, 130.0, 95.0], [100.0, 100.0, 100.0], rng)
+    mixed = final_return_difference([100.0, 130.0, 95.0], [100.0, 100.0, 100.0], rng)
     assert mixed["mean"] > 0 and mixed["ci"][0] < 0 < mixed["ci"][1] and mixed["met"] is False
-    down = paired_difference([80.0, 85.0, 90.0], [100.0, 100.0, 100.0], rng)
+    down = final_return_difference([80.0, 85.0, 90.0], [100.0, 100.0, 100.0], rng)
     assert down["ci"][1] < 0 and down["met"] is False  # excludes zero, but on the wrong side
 
 

@@ -9,10 +9,10 @@ import pytest
 from meta.rlvr.benchmark import (
     ARMS,
     accuracy_at,
+    accuracy_interval,
+    cost_ratio,
     final_accuracy,
     first_reaching,
-    mean_interval,
-    ratio_with_interval,
     summarize,
 )
 
@@ -41,17 +41,17 @@ def test_first_reaching_and_accuracy_at() -> None:
     assert final_accuracy(run) == pytest.approx((0.5 + 0.4 + 0.6) / 3)
 
 
-def test_ratio_with_interval() -> None:
-    ratio, ci = ratio_with_interval([50, 50, 50], [100, 100, 100])
-    assert ratio == pytest.approx(0.5) and ci == pytest.approx([0.5, 0.5])
-    ratio, ci = ratio_with_interval([50, 100, 150], [100, 100, 100])
-    assert ratio == pytest.approx(1.0) and ci[0] is not None and ci[0] < 1.0 < ci[1]  # type: ignore[operator]
+def test_cost_ratio_and_accuracy_interval() -> None:
+    same = cost_ratio([50, 50, 50], [100, 100, 100])
+    assert same["value"] == pytest.approx(0.5) and same["ci"] == pytest.approx([0.5, 0.5])
+    spread = cost_ratio([50, 100, 150], [100, 100, 100])
+    assert spread["value"] == pytest.approx(1.0) and spread["ci"][0] < 1.0 < spread["ci"][1]
     # a seed that never reached the target makes the ratio infinite -> None
-    ratio, ci = ratio_with_interval([None, 50, 50], [100, 100, 100])
-    assert ratio is None and ci[1] is None
+    never = cost_ratio([None, 50, 50], [100, 100, 100])
+    assert never["value"] is None and never["ci"][1] is None and never["ci"][0] == pytest.approx(0.5)
     with pytest.raises(ValueError):
-        ratio_with_interval([1.0], [1.0, 2.0])
-    lo, hi = mean_interval([0.5, 0.5, 0.5])
+        cost_ratio([1.0], [1.0, 2.0])
+    lo, hi = accuracy_interval([0.5, 0.5, 0.5])
     assert lo == hi == 0.5
 
 
