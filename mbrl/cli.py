@@ -132,7 +132,8 @@ def train(
     typer.echo(f"done: {run.env_steps} env steps, final eval return {final:.1f}; results in {run.run_dir}")
 
 
-DYNA_CHECKPOINT_KIND = "dyna-cli-run-v2"  # v2: the rollout-length driver state replaces "controller"
+#: v2: the rollout-length driver state replaces "controller"; v3: the episode in progress is replayed on resume.
+DYNA_CHECKPOINT_KIND = "dyna-cli-run-v3"
 
 
 def _train_dyna(
@@ -205,8 +206,8 @@ def _train_dyna(
         save_checkpoint(run_dir / "checkpoint.pt", state, kind=DYNA_CHECKPOINT_KIND, config=meta)
 
     driver.run(algo, on_phase=after_phase)
-    result = {"algo": "dyna", "env_id": env, "seed": seed, "controller": spec, "env_steps": int(algo.steps_done)}
-    result["eval"] = evals
+    result: dict[str, Any] = {"algo": "dyna", "env_id": env, "seed": seed, "controller": spec}
+    result.update(env_steps=int(algo.steps_done), episodes=int(algo.episodes[0]), eval=evals)
     write_result(run_dir, result)
     final = evals[-1][1] if evals else float("nan")
     typer.echo(f"done: {algo.steps_done} env steps, final greedy return {final:.1f}; results in {run_dir}")

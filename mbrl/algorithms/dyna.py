@@ -26,7 +26,6 @@ never mixed in).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -43,6 +42,7 @@ from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, TD_SAMPLE, RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
+from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
 
 __all__ = ["FEEDBACK_KEYS", "ZOO_DQN", "BatchedDynaDQN", "DynaConfig", "dyna_model_config"]
 
@@ -235,23 +235,6 @@ class DynaConfig:
 EnvFn = Callable[[], gym.Env]
 
 
-def _rng_state(rng: np.random.Generator) -> str:
-    return json.dumps(rng.bit_generator.state)
-
-
-def _set_rng_state(rng: np.random.Generator, state: str) -> None:
-    rng.bit_generator.state = json.loads(state)
-
-
-def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
-    current: Any = env
-    while current is not None:
-        if isinstance(current, gym.wrappers.TimeLimit):
-            return current
-        current = getattr(current, "env", None)
-    return None
-
-
 class BatchedDynaDQN:
     """``B`` independent Dyna-DQN runs in lockstep with Q-networks batched over runs.
 
@@ -271,6 +254,7 @@ class BatchedDynaDQN:
 
     Attributes:
         steps_done: Real env steps taken by every run.
+        episodes: Finished training episodes per run, ``[B]``.
         budget: ``cfg.budget``.
         phase: Number of completed phases.
         ks: The rollout length in force per run.
@@ -336,10 +320,15 @@ class BatchedDynaDQN:
         self.steps_done, self.phase, self.rollout_round = 0, 0, 0
         self.budget = int(cfg.budget)
         self.ks = [0] * b
-        self.obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, self.run_seeds, strict=True)])
+        # Each run's episode in progress, recorded so that a snapshot can put its env back (by replay).
+        self._episodes = [EpisodeReplay() for _ in range(b)]
+        self.obs = np.stack(
+            [rec.reset(env, seed=s)[0] for rec, env, s in zip(self._episodes, self.envs, self.run_seeds, strict=True)]
+        )
         for env, s in zip(self.envs, self.run_seeds, strict=True):
             env.action_space.seed(s)
         self.episode_return = np.zeros(b)
+        self.episodes = np.zeros(b, np.int64)  # finished training episodes per run
         self.model_fitted = [
             bool(getattr(m, "fitted", False)) and override is not None
             for m, override in zip(self.models, overrides, strict=True)
@@ -520,7 +509,7 @@ class BatchedDynaDQN:
             np.zeros(self.num_runs, bool),
         )
         for i, env in enumerate(self.envs):
-            nxt, reward, term, trunc, _ = env.step(int(actions[i]))
+            nxt, reward, term, trunc, _ = self._episodes[i].step(env, int(actions[i]))
             next_obs[i], rewards[i], terminated[i], truncated[i] = nxt, reward, term, trunc
         # A time-limit cut still bootstraps: only `terminated` ends the value target.
         self.real.add(self.obs, actions, rewards, next_obs, terminated, truncated)
@@ -530,7 +519,8 @@ class BatchedDynaDQN:
             self._phase_stats[i]["episodes"] += 1.0
             self._phase_stats[i]["return_sum"] = self._phase_stats[i].get("return_sum", 0.0) + self.episode_return[i]
             self.episode_return[i] = 0.0
-            next_obs[i] = self.envs[i].reset()[0]
+            self.episodes[i] += 1
+            next_obs[i] = self._episodes[i].reset(self.envs[i])[0]
         self.obs = next_obs
         self.steps_done += 1
 
@@ -770,32 +760,11 @@ class BatchedDynaDQN:
 
     # --- persistence ------------------------------------------------------------------------------------------
 
-    def _env_state(self, env: gym.Env) -> dict[str, Any] | None:
-        base = env.unwrapped
-        if not hasattr(base, "state"):
-            return None
-        limit = _time_limit(env)
-        return {
-            "state": torch.as_tensor(np.asarray(base.state, dtype=np.float64)),
-            "elapsed": int(getattr(limit, "_elapsed_steps", 0) or 0),
-            "np_random": _rng_state(base.np_random),
-        }
-
-    def _load_env_state(self, env: gym.Env, state: Mapping[str, Any] | None, index: int) -> None:
-        if state is None:  # an env without a restorable `state`: start a fresh episode instead
-            self.obs[index] = env.reset(seed=self.run_seeds[index] + 1_000_003 * self.phase)[0]
-            self.episode_return[index] = 0.0
-            return
-        base: Any = env.unwrapped
-        base.state = state["state"].numpy().copy()
-        limit = _time_limit(env)
-        if limit is not None:
-            setattr(limit, "_elapsed_steps", int(state["elapsed"]))  # noqa: B010 - private counter of TimeLimit
-        _set_rng_state(base.np_random, state["np_random"])
-
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly (for classic-control envs): networks, optimizer, buffers, models,
-        generators, env states and counters; tensors and plain data only (``weights_only`` loading)."""
+        """Everything needed to continue exactly: networks, optimizer, buffers, models, generators, each run's episode
+        in progress (its reset and actions, replayed by :meth:`load_state_dict`) and counters; tensors and plain data
+        only (``weights_only`` loading). The global random streams are left alone: nothing here draws from them, and a
+        learner inside a larger program (meta-training) must not reset its caller's."""
         return {
             "q": self.q.state_dict(),
             "q_target": self.q_target.state_dict(),
@@ -805,8 +774,9 @@ class BatchedDynaDQN:
             "models": [m.state_dict() for m in self.models],
             "model_fitted": list(self.model_fitted),
             "last_model_metrics": [dict(m) for m in self._last_model_metrics],
-            "rngs": [_rng_state(r) for r in self.rngs],
-            "envs": [self._env_state(env) for env in self.envs],
+            "rngs": [generator_state(r) for r in self.rngs],
+            "episodes_in_progress": [e.state_dict() for e in self._episodes],
+            "episodes": torch.as_tensor(self.episodes).clone(),
             "obs": torch.as_tensor(self.obs).clone(),
             "episode_return": torch.as_tensor(self.episode_return).clone(),
             "steps_done": self.steps_done,
@@ -821,9 +791,18 @@ class BatchedDynaDQN:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a snapshot made by :meth:`state_dict` (same number of runs and config)."""
+        """Restore a snapshot made by :meth:`state_dict` (same number of runs and config).
+
+        Raises:
+            ValueError: The snapshot is for other run seeds, or was written before episodes were saved for replay
+                (its envs could not be put back exactly).
+        """
         if list(state["run_seeds"]) != self.run_seeds:
             raise ValueError(f"snapshot is for run seeds {state['run_seeds']}, this object has {self.run_seeds}")
+        if "episodes_in_progress" not in state:
+            raise ValueError(
+                "this Dyna-DQN snapshot predates exact resume (no recorded episodes to replay); start the run again"
+            )
         self.q.load_state_dict(state["q"])
         self.q_target.load_state_dict(state["q_target"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -835,7 +814,7 @@ class BatchedDynaDQN:
         self.model_fitted = [bool(f) for f in state["model_fitted"]]
         self._last_model_metrics = [{str(k): float(v) for k, v in m.items()} for m in state["last_model_metrics"]]
         for rng, saved in zip(self.rngs, state["rngs"], strict=True):
-            _set_rng_state(rng, saved)
+            set_generator_state(rng, saved)
         self.steps_done, self.phase = int(state["steps_done"]), int(state["phase"])
         self.rollout_round = int(state["rollout_round"])
         self.ks = [int(k) for k in state["ks"]]
@@ -846,5 +825,8 @@ class BatchedDynaDQN:
             self.untrusted_decisions = state["untrusted_decisions"].numpy().copy()
         self.obs = state["obs"].numpy().astype(np.float32).copy()
         self.episode_return = state["episode_return"].numpy().copy()
-        for i, (env, saved) in enumerate(zip(self.envs, state["envs"], strict=True)):
-            self._load_env_state(env, saved, i)
+        self.episodes = state["episodes"].numpy().copy()
+        for i, (env, saved) in enumerate(zip(self.envs, state["episodes_in_progress"], strict=True)):
+            if self._episodes[i].restore(env, saved, self.obs[i]) is None:  # not replayable: a new episode
+                self.obs[i] = self._episodes[i].reset(env)[0]
+                self.episode_return[i] = 0.0

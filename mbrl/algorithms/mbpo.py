@@ -11,8 +11,10 @@ A thin driver that assembles the parts:
   :class:`~mbrl.buffers.MixedReplayBuffer` holding ``real_ratio`` real data;
 * the whole run (policy, optimizers, model and normalizers, both buffers, controller state, RNG states, counters) is
   checkpointed atomically every ``checkpoint_every`` env steps, and :meth:`MBPO.resume` continues it to the same
-  final budget. A resumed run starts a fresh episode (the environment's internal state is not saved); episodes are
-  reset with seeds derived from the run seed and the episode index, so the episode stream is reproducible.
+  final budget. The episode in progress is saved as its reset seed and its actions
+  (:class:`rolloutlab.run_state.EpisodeReplay`) and replayed on resume, so a run killed at a checkpoint and resumed
+  ends exactly as the uninterrupted run does (on the same machine and thread count). Episodes are reset with seeds
+  derived from the run seed and the episode index.
 
 Non-finite model losses or predictions make the run fall back to the last good model weights, logged as
 ``model/restored_after_nan``.
@@ -41,12 +43,12 @@ from mbrl.buffers import MixedReplayBuffer, ModelBuffer, TransitionBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import TD_SAMPLE, RolloutLengthDriver
-from mbrl.run_state import capture_rng, capture_sac, restore_rng, restore_sac
 from mbrl.termination import termination_fn
 from meta.controllers import make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
 from rolloutlab.logs import make_logger
+from rolloutlab.run_state import EpisodeReplay, capture_rng, capture_sac, restore_rng, restore_sac
 from rolloutlab.runs import make_run_dir, write_result
 from rolloutlab.seeding import seed_everything
 
@@ -242,8 +244,13 @@ class MBPO:
         self.episode_returns: list[tuple[int, float]] = []
         self.last_model_metrics: dict[str, float] = {}
         self.last_rollout: RolloutResult | None = None
+        # What the next decision's feedback reads from the last rollout round (checkpointed; ``last_rollout``,
+        # transitions and all, is not).
+        self._last_disagreement_by_step: list[float] = []
+        self._last_first_step_disagreement = np.zeros(0)
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
+        self._episode = EpisodeReplay()
         self.on_step: Callable[[MBPO], None] | None = None
 
     # --- the loop ---------------------------------------------------------------------------------------------
@@ -255,7 +262,7 @@ class MBPO:
         steps_at_start = self.env_steps
         while self.env_steps < cfg.total_steps and not self.stop_requested:
             if self._obs is None:
-                self._obs, _ = self.env.reset(seed=episode_seed(cfg.seed, self.episodes))
+                self._obs, _ = self._episode.reset(self.env, seed=episode_seed(cfg.seed, self.episodes))
                 self._episode_return = 0.0
             if self.env_steps >= cfg.initial_random_steps and self.env_steps % cfg.model_train_freq == 0:
                 self._model_round()
@@ -287,7 +294,7 @@ class MBPO:
             action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
         else:
             action = self._policy_actions(self._obs[None])[0]
-        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        next_obs, reward, terminated, truncated, _ = self._episode.step(self.env, action)
         self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
         self._episode_return += float(reward)
         self.env_steps += 1
@@ -301,9 +308,8 @@ class MBPO:
 
     def _feedback(self) -> dict[str, Any]:
         """The shared feedback vocabulary (:data:`mbrl.phases.FEEDBACK_KEYS`) at an epoch's decision point."""
-        last = self.last_rollout
         evals = [r for _, r in self.eval_history]
-        by_step = list(last.disagreement_by_step) if last else []
+        by_step = list(self._last_disagreement_by_step)
         nan = math.nan
         feedback: dict[str, Any] = {
             "env_steps": self.env_steps,
@@ -315,7 +321,7 @@ class MBPO:
             "model_holdout_nmse": self.last_model_metrics.get("model/holdout_nmse", nan),
             "rollout_disagreement_mean": float(np.mean(by_step)) if by_step else nan,
             "disagreement_by_step": by_step,
-            "first_step_disagreement": last.first_step_disagreement if last else np.zeros(0),
+            "first_step_disagreement": self._last_first_step_disagreement,
         }
         feedback["td_error_mean"] = self._td_error()
         feedback.update(self._model_errors())
@@ -428,6 +434,8 @@ class MBPO:
         self.logger.record("model/nonfinite_predictions", result.num_nonfinite)
         self.model_buffer.add_batch(result.transitions, epoch)
         self.last_rollout = result
+        self._last_disagreement_by_step = list(result.disagreement_by_step)
+        self._last_first_step_disagreement = result.first_step_disagreement
         self.imagined_total += len(result.transitions)
         self.rollout_seconds += result.seconds
         for h, value in enumerate(result.disagreement_by_step):
@@ -500,10 +508,31 @@ class MBPO:
             "eval_history": [[s, r] for s, r in self.eval_history],
             "episode_returns": [[s, r] for s, r in self.episode_returns],
             "last_model_metrics": dict(self.last_model_metrics),
+            "last_rollout_feedback": {
+                "disagreement_by_step": list(self._last_disagreement_by_step),
+                "first_step_disagreement": torch.as_tensor(self._last_first_step_disagreement),
+            },
+            # None between episodes: the next step resets with the next episode's seed.
+            "episode": None
+            if self._obs is None
+            else {
+                "replay": self._episode.state_dict(),
+                "obs": torch.as_tensor(np.asarray(self._obs)).clone(),
+                "return": self._episode_return,
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into this (identically configured) run."""
+        """Restore :meth:`state_dict` output into this (identically configured) run.
+
+        The episode in progress is replayed in the environment first (see :class:`rolloutlab.run_state.EpisodeReplay`);
+        a checkpoint written before episodes were saved resumes with a new episode.
+        """
+        self._obs, self._episode_return = None, 0.0
+        episode = state.get("episode")
+        if episode is not None:
+            self._obs = self._episode.restore(self.env, episode["replay"], episode["obs"].numpy())
+            self._episode_return = float(episode["return"]) if self._obs is not None else 0.0
         restore_sac(self.sac, state["sac"])
         self.model.load_state_dict(state["model"])
         self.real.load_state_dict(state["real_buffer"])
@@ -523,8 +552,11 @@ class MBPO:
         self.eval_history = [(int(s), float(r)) for s, r in state["eval_history"]]
         self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
         self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
+        last = state.get("last_rollout_feedback", {"disagreement_by_step": [], "first_step_disagreement": None})
+        self._last_disagreement_by_step = [float(v) for v in last["disagreement_by_step"]]
+        first = last["first_step_disagreement"]
+        self._last_first_step_disagreement = np.zeros(0) if first is None else first.numpy().copy()
         self.sac.num_timesteps = self.env_steps
-        self._obs = None  # the environment's internal state is not saved: a resumed run starts a new episode
 
     def save(self, path: str | Path | None = None) -> Path:
         """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""

@@ -28,7 +28,6 @@ holdout variance (1 is the score of predicting the mean).
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import torch.nn.functional as F
 from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.termination_head import TerminationHead
+from rolloutlab.run_state import generator_state, set_generator_state
 
 #: MBPO's per-layer L2 weight decay for its 4 hidden layers + output layer (reference implementation, ``bnn.py``).
 MBPO_WEIGHT_DECAYS = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
@@ -562,7 +562,7 @@ class DynamicsModel:
             "input_normalizer": self.input_normalizer.state_dict(),
             "output_normalizer": self.output_normalizer.state_dict(),
             "last_good": self._last_good,
-            "rng": _generator_state(self._rng),
+            "rng": generator_state(self._rng),
             "fitted": self.fitted,
         }
 
@@ -577,14 +577,5 @@ class DynamicsModel:
             last_good["input_normalizer"] = self.input_normalizer.state_dict()
             last_good["output_normalizer"] = self.output_normalizer.state_dict()
         self._last_good = last_good
-        self._rng.bit_generator.state = _generator_from_state(state["rng"])
+        set_generator_state(self._rng, state["rng"])
         self.fitted = bool(state["fitted"])
-
-
-def _generator_state(rng: np.random.Generator) -> dict[str, Any]:
-    """A numpy generator's state as a JSON string (its 128-bit integers would not survive as tensors)."""
-    return {"json": json.dumps(rng.bit_generator.state)}
-
-
-def _generator_from_state(saved: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(json.loads(saved["json"]))

@@ -8,7 +8,6 @@ the run directory's ``checkpoint.pt`` after a kill, collecting the same tasks it
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,10 @@ from meta.incontext.config import TrainConfig, with_saved_defaults
 from meta.incontext.exploration import PerActorEpsilon
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import make_task_env, task_env_fns
-from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import to_dict
 from rolloutlab.logs import make_logger
+from rolloutlab.run_state import capture_rng, restore_rng
 from rolloutlab.seeding import seed_everything
 from rolloutlab.statistics import mean_with_stderr
 
@@ -262,16 +262,18 @@ class InContextTrainer:
             },
             "seconds": {"act": self.act_seconds, "update": self.update_seconds},
             "history": self.history,
-            # numpy's generator state holds 128-bit integers; JSON text keeps the checkpoint weights-only loadable.
-            "numpy_rng": json.dumps(self.rng.bit_generator.state),
-            "torch_generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
+            "rng": capture_rng({"run": self.rng, "generator": self.generator}),
         }
         return save_checkpoint(path, state, kind=CHECKPOINT_KIND, config=to_dict(self.config))
 
     def load(self, path: Path) -> None:
         """Restore a checkpoint written by :meth:`save` (weights-only loading)."""
         state = load_checkpoint(path, kind=CHECKPOINT_KIND)["state"]
+        if "rng" not in state:
+            raise CheckpointError(
+                f"{path} predates the trainer's current RNG layout (rolloutlab.run_state) and cannot be resumed; "
+                "its agent still loads for evaluation"
+            )
         self.agent.load_state_dict(state["agent"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.replay.load_state_dict(state["replay"])
@@ -283,9 +285,7 @@ class InContextTrainer:
         self.act_seconds = float(state["seconds"]["act"])
         self.update_seconds = float(state["seconds"]["update"])
         self.history = list(state["history"])
-        self.rng.bit_generator.state = json.loads(state["numpy_rng"])
-        self.generator.set_state(state["torch_generator"])
-        torch.set_rng_state(state["torch_rng"])
+        restore_rng(state["rng"], {"run": self.rng, "generator": self.generator})
 
 
 def evaluate_agent(

@@ -52,6 +52,7 @@ from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 from meta.rlvr.vocab import CharVocab
+from rolloutlab.run_state import capture_rng, restore_rng
 
 LossKind = Literal["sequence", "dapo", "dr_grpo"]
 LOSS_KINDS: tuple[str, ...] = ("sequence", "dapo", "dr_grpo")
@@ -535,18 +536,16 @@ class GRPOTrainer:
         """The trainer's whole mutable state as plain data (tensors, numbers, strings, lists, dicts).
 
         Model and optimizer ``state_dict``s, the frozen reference model (when ``kl_coef > 0``), the trainer's numpy
-        and torch generators and torch's global RNG (in case a model layer draws from it), the prompt order and
-        cursor, step counter, sampling temperature, cost ledger, per-prompt statistics, response buffer and the
-        allocator's and controllers' states. :meth:`load_state_dict` on a trainer built with the same arguments
-        continues exactly where this one stopped.
+        and torch generators and the global random streams (:func:`rolloutlab.run_state.capture_rng`, in case a model
+        layer draws from them), the prompt order and cursor, step counter, sampling temperature, cost ledger,
+        per-prompt statistics, response buffer and the allocator's and controllers' states. :meth:`load_state_dict`
+        on a trainer built with the same arguments continues exactly where this one stopped.
         """
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
-            "rng": dict(self.rng.bit_generator.state),
-            "generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
+            "rng": capture_rng({"run": self.rng, "generator": self.generator}),
             "order": [int(i) for i in self._order],
             "cursor": self._cursor,
             "num_steps": self.num_steps,
@@ -569,8 +568,10 @@ class GRPOTrainer:
 
         Raises:
             ValueError: The snapshot does not fit this trainer (another prompt pool size, reuse on one side only, a
-                KL reference on one side only).
+                KL reference on one side only, or a snapshot from before the current RNG layout).
         """
+        if "generator" in state:
+            raise ValueError("the snapshot predates the trainer's current RNG layout (rolloutlab.run_state)")
         order = [int(i) for i in state["order"]]
         if sorted(order) != list(range(len(self.tasks))):
             raise ValueError(f"the snapshot's prompt order has {len(order)} prompts, this pool {len(self.tasks)}")
@@ -582,9 +583,7 @@ class GRPOTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.ref_model is not None:
             self.ref_model.load_state_dict(state["ref_model"])
-        self.rng.bit_generator.state = state["rng"]
-        self.generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
+        restore_rng(state["rng"], {"run": self.rng, "generator": self.generator})
         self._order = np.asarray(order, dtype=np.int64)
         self._cursor = int(state["cursor"])
         self.num_steps = int(state["num_steps"])

@@ -53,6 +53,7 @@ from meta.rlvr.reuse import ResponseBuffer
 from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
+from rolloutlab.run_state import generator_state, set_generator_state
 
 #: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
 #: ``GRPOTrainer`` methods, which TRL may change in any minor release.
@@ -539,7 +540,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             "ledger": self.ledger.as_dict(),
             "allocator": self.allocator.state_dict(),
             "temperature": float(self.temperature),
-            "refill_rng": self._refill_rng.bit_generator.state,
+            "refill_rng": generator_state(self._refill_rng),
             "prompts_drawn": self._prompts_drawn,
             "epochs_ended": self._epochs_ended,
         }
@@ -553,7 +554,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             self.response_buffer.load_state_dict(state["buffer"])
         self.ledger = CostLedger.from_dict(state["ledger"])
         self.allocator.load_state_dict(state["allocator"])
-        self._refill_rng.bit_generator.state = state["refill_rng"]
+        set_generator_state(self._refill_rng, state["refill_rng"])
         self._prompts_drawn = int(state["prompts_drawn"])
         self._epochs_ended = int(state["epochs_ended"])
         if float(state["temperature"]) != float(self.temperature):

@@ -12,7 +12,6 @@ trustworthy horizon and hurt beyond it), so the best schedule increases K as dat
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from meta.rollout_length.inner import EnvFn
+from rolloutlab.run_state import generator_state, set_generator_state
 
 
 @dataclass(frozen=True)
@@ -62,14 +62,14 @@ class ToyInnerLearner:
         return {
             "skill": self.skill.tolist(),
             "steps_done": self.steps_done,
-            "rngs": [json.dumps(r.bit_generator.state) for r in self.rngs],
+            "rngs": [generator_state(r) for r in self.rngs],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.skill = np.asarray(state["skill"], dtype=np.float64)
         self.steps_done = int(state["steps_done"])
         for rng, saved in zip(self.rngs, state["rngs"], strict=True):
-            rng.bit_generator.state = json.loads(saved)
+            set_generator_state(rng, saved)
 
     def _trusted_horizon(self) -> float:
         p = self.params

@@ -13,9 +13,7 @@ timing), ``meta_training.png``, and SB3 logs (``sb3-<session>/progress.csv`` and
 
 from __future__ import annotations
 
-import json
 import math
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ from meta.rollout_length.parallel import make_meta_vec_env
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, save_yaml, to_dict
 from rolloutlab.logs import make_logger
+from rolloutlab.run_state import capture_rng, restore_rng
 
 CHECKPOINT_NAME = "meta_checkpoint.pt"
 POLICY_NAME = "meta_policy.pt"
@@ -176,34 +175,6 @@ def build_agent(cfg: MetaTrainConfig, venv: VecEnv) -> BaseAlgorithm:
     )
 
 
-# --- RNG state as plain data (weights_only checkpoints cannot hold numpy objects) -------------------------------
-
-
-def _rng_state(model: BaseAlgorithm) -> dict[str, Any]:
-    np_state: Any = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "numpy_legacy": {
-            "keys": torch.as_tensor(np.asarray(np_state[1], dtype=np.int64)),
-            "pos": int(np_state[2]),
-            "has_gauss": int(np_state[3]),
-            "cached_gaussian": float(np_state[4]),
-        },
-        "python": json.dumps(random.getstate()),
-        "action_space": json.dumps(model.action_space.np_random.bit_generator.state),
-    }
-
-
-def _set_rng_state(model: BaseAlgorithm, state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    legacy = state["numpy_legacy"]
-    keys = legacy["keys"].numpy().astype(np.uint32)
-    np.random.set_state(("MT19937", keys, legacy["pos"], legacy["has_gauss"], legacy["cached_gaussian"]))
-    version, internal, gauss = json.loads(state["python"])
-    random.setstate((version, tuple(internal), gauss))
-    model.action_space.np_random.bit_generator.state = json.loads(state["action_space"])
-
-
 def _replay_state(model: BaseAlgorithm) -> dict[str, Any] | None:
     buffer = getattr(model, "replay_buffer", None)
     if buffer is None:
@@ -292,7 +263,7 @@ class MetaTrainer:
             "counters": {name: int(getattr(model, name, 0)) for name in _COUNTERS},
             "schedule": {name: float(getattr(model, name)) for name in _SCHEDULE_STATE if hasattr(model, name)},
             "rounds_done": self.rounds_done,
-            "rng": _rng_state(model),
+            "rng": capture_rng({"action_space": model.action_space.np_random}),
             "replay": _replay_state(model),
             "history": self.history,
             "wall_seconds": self._elapsed(),
@@ -367,7 +338,7 @@ class MetaTrainer:
                 self._load(model, resume)
                 # Reset first, then restore the RNG streams: the uninterrupted run saved them after this reset.
                 model._last_obs = venv.reset()  # type: ignore[assignment]
-                _set_rng_state(model, resume["rng"])
+                restore_rng(resume["rng"], {"action_space": model.action_space.np_random})
             self.sessions += 1
             model.set_logger(make_logger(self.run_dir / f"sb3-{self.sessions}", ("csv", "tensorboard")))
             remaining = cfg.total_timesteps - model.num_timesteps

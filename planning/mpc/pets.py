@@ -39,7 +39,6 @@ from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver, truncator_of
 from mbrl.rewards import known_env_names as known_reward_envs
 from mbrl.rewards import reward_fn
-from mbrl.run_state import capture_rng, restore_rng
 from mbrl.termination import termination_fn
 from meta.controllers import make_controller
 from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
@@ -48,6 +47,7 @@ from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
 from rolloutlab.logs import make_logger
+from rolloutlab.run_state import capture_rng, restore_rng
 from rolloutlab.runs import make_run_dir, write_result
 from rolloutlab.seeding import seed_everything
 

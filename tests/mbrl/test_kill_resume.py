@@ -1,4 +1,9 @@
-"""A training run killed with SIGKILL in a subprocess resumes from its last checkpoint to the same final budget."""
+"""Exact resume: a run SIGKILLed in a subprocess right after a checkpoint and resumed with ``--resume`` ends with the
+same results, bit for bit, as the uninterrupted run with the same seed (MBPO on Pendulum-v1, Dyna-DQN on CartPole-v1).
+
+The checkpoints fall inside an episode, so the resumed run has to put the episode in progress back
+(:class:`rolloutlab.run_state.EpisodeReplay`) besides every RNG, optimizer and buffer.
+"""
 
 from __future__ import annotations
 
@@ -9,58 +14,66 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import torch
 import yaml
 from typer.testing import CliRunner
 
 from mbrl.algorithms.mbpo import CHECKPOINT_KIND
-from mbrl.cli import app
+from mbrl.cli import DYNA_CHECKPOINT_KIND, app
 from rolloutlab.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = {
+#: Pendulum episodes are 200 steps, so the checkpoints at 150 and 300 lie inside the first and second episodes.
+MBPO_TINY = {
     "controller": "fixed:2",
-    "initial_random_steps": 60,
-    "epoch_length": 30,
-    "model_train_freq": 30,
+    "initial_random_steps": 100,
+    "epoch_length": 100,
+    "model_train_freq": 100,
     "rollout_batch_size": 200,
-    "updates_per_step": 2,
-    "eval_every": 60,
-    "eval_episodes": 2,
-    "log_every": 30,
+    "updates_per_step": 1,
+    "eval_every": 100,
+    "eval_episodes": 1,
+    "log_every": 100,
     "sac": {"batch_size": 64, "net_arch": [32, 32]},
-    "model": {"ensemble_size": 3, "num_elites": 2, "hidden_size": 32, "num_layers": 2, "max_epochs": 10},
+    "model": {"ensemble_size": 3, "num_elites": 2, "hidden_size": 32, "num_layers": 2, "max_epochs": 5},
 }
+DYNA_TINY = {
+    "phase_length": 200,
+    "learning_starts": 100,
+    "buffer_size": 1000,
+    "train_freq": 4,
+    "gradient_steps": 1,
+    "target_update_interval": 50,
+    "net_arch": [32, 32],
+    "num_model_rollouts": 40,
+    "model_train_freq": 100,
+    "rollout_freq": 50,
+    "eval_episodes": 1,
+    "model": {"ensemble_size": 3, "num_elites": 2, "hidden_size": 16, "num_layers": 2, "max_epochs": 3},
+}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
 
 
-def _train_cmd(*args: str) -> list[str]:
+def _train(*args: str) -> list[str]:
     return [sys.executable, "-m", "mbrl.cli", "train", *args]
 
 
-def test_sigkill_then_resume(tmp_path: Path) -> None:
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY))
-    out = tmp_path / "runs"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    args = ["--env", "rolloutlab/PointMass-v0", "--steps", "240", "--checkpoint-every", "60", "--seed", "3"]
-    proc = subprocess.Popen(
-        _train_cmd(*args, "--config", str(config), "--out", str(out)),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    checkpoint: Path | None = None
+def _only_run_dir(parent: Path) -> Path:
+    (run_dir,) = parent.glob("*")
+    return run_dir
+
+
+def _kill_after_first_checkpoint(command: list[str], out: Path) -> Path:
+    """Start ``command``, SIGKILL it as soon as a checkpoint exists under ``out``; return the run directory."""
+    proc = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:
-        while time.monotonic() < deadline:
-            found = sorted(out.glob("*/checkpoint.pt"))
-            if found:
-                checkpoint = found[0]
-                break
+        while time.monotonic() < deadline and not list(out.glob("*/checkpoint.pt")):
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "training exited early"
-            time.sleep(0.2)
-        assert checkpoint is not None, "no checkpoint appeared"
+            time.sleep(0.01)
+        assert list(out.glob("*/checkpoint.pt")), "no checkpoint appeared"
         assert proc.poll() is None, "the run finished before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -69,21 +82,87 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    run_dir = checkpoint.parent
-    killed_at = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["state"]["counters"]["env_steps"]
-    assert 0 < killed_at < 240 and killed_at % 60 == 0
+    run_dir = _only_run_dir(out)
     assert not (run_dir / "result.json").exists()
+    return run_dir
 
+
+def _resume(run_dir: Path, *extra: str) -> dict[str, Any]:
     done = subprocess.run(
-        _train_cmd("--resume", str(run_dir)), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        _train(*extra, "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads((run_dir / "result.json").read_text())
-    assert result["env_steps"] == 240  # the original budget, not 240 more
-    assert [s for s, _ in result["eval"]] == [60, 120, 180, 240]
-    final = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]["counters"]
-    assert final["env_steps"] == 240 and final["model_fits"] == (240 - 60) // 30
+    return dict(json.loads((run_dir / "result.json").read_text()))
+
+
+def _checkpoint(run_dir: Path, kind: str) -> dict[str, Any]:
+    return dict(load_checkpoint(run_dir / "checkpoint.pt", kind=kind)["state"])
+
+
+def _assert_same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_mbpo_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(MBPO_TINY))
+    args = ["--env", "Pendulum-v1", "--steps", "400", "--checkpoint-every", "150", "--seed", "3"]
+    reference = subprocess.run(
+        _train(*args, "--config", str(config), "--out", str(tmp_path / "reference")),
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    run_dir = _kill_after_first_checkpoint(
+        _train(*args, "--config", str(config), "--out", str(tmp_path / "killed")), tmp_path / "killed"
+    )
+    killed = _checkpoint(run_dir, CHECKPOINT_KIND)
+    assert killed["counters"]["env_steps"] in (150, 300)
+    assert killed["episode"] is not None and len(killed["episode"]["replay"]["actions"]) in (150, 100)
+
+    resumed = _resume(run_dir)
+    expected = json.loads((_only_run_dir(tmp_path / "reference") / "result.json").read_text())
+    exact = ("env_steps", "episodes", "eval", "episode_returns", "final_eval_return", "imagined_transitions")
+    assert {k: resumed[k] for k in (*exact, "model_fits")} == {k: expected[k] for k in (*exact, "model_fits")}
+    assert resumed["env_steps"] == 400 and resumed["episodes"] == 2  # the original budget, no episode dropped
+    assert [s for s, _ in resumed["eval"]] == [100, 200, 300, 400]
+    reference_final = _checkpoint(_only_run_dir(tmp_path / "reference"), CHECKPOINT_KIND)
+    _assert_same_tensors(_checkpoint(run_dir, CHECKPOINT_KIND)["sac"]["policy"], reference_final["sac"]["policy"])
     assert (run_dir / "progress.1.csv").exists() and (run_dir / "progress.csv").exists()
+
+
+def test_dyna_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(DYNA_TINY))
+    args = ["--algo", "dyna", "--env", "CartPole-v1", "--steps", "600", "--controller", "fixed:2", "--seed", "4"]
+    subprocess.run(
+        _train(*args, "--config", str(config), "--out", str(tmp_path / "reference")),
+        cwd=REPO,
+        env=ENV,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=300,
+    )
+    run_dir = _kill_after_first_checkpoint(
+        _train(*args, "--config", str(config), "--out", str(tmp_path / "killed")), tmp_path / "killed"
+    )
+    killed = _checkpoint(run_dir, DYNA_CHECKPOINT_KIND)["algo"]
+    assert killed["steps_done"] in (200, 400)
+    (in_progress,) = killed["episodes_in_progress"]
+    # Inside an episode that began with an unseeded reset: replay has to restore the env's generator as well.
+    assert in_progress["actions"] is not None and in_progress["seed"] is None
+
+    resumed = _resume(run_dir, "--algo", "dyna")
+    expected = json.loads((_only_run_dir(tmp_path / "reference") / "result.json").read_text())
+    assert resumed == expected
+    assert resumed["env_steps"] == 600 and resumed["episodes"] > 1
+    reference_final = _checkpoint(_only_run_dir(tmp_path / "reference"), DYNA_CHECKPOINT_KIND)["algo"]
+    _assert_same_tensors(_checkpoint(run_dir, DYNA_CHECKPOINT_KIND)["algo"]["q"], reference_final["q"])
 
 
 def test_cli_validates_input(tmp_path: Path) -> None:
