@@ -218,7 +218,7 @@ def bench(
     out: Annotated[Path, typer.Option(help="Where the quick benchmark writes its JSON.")] = Path("runs/mbrl-bench"),
 ) -> None:
     """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds)."""
-    from mbrl.bench import quick_bench
+    from mbrl.benchmark import quick_bench
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()

@@ -21,7 +21,7 @@ from rolloutlab.bench import PillarEntry, run_suite
 # (sub-command, module holding a Typer `app`, module holding `quick_bench`), in the order the bench runs them.
 PILLARS: list[tuple[str, str, str]] = [
     ("wordle", "planning.wordle.cli", "planning.wordle.bench"),
-    ("mbrl", "mbrl.cli", "mbrl.bench"),
+    ("mbrl", "mbrl.cli", "mbrl.benchmark"),
     ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
     ("rlvr", "meta.rlvr.cli", "meta.rlvr.bench"),
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),

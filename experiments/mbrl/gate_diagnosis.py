@@ -1,10 +1,11 @@
 """Why the gate fails: how much can any model add over compute-matched K = 0? (issue "The model must pay off")
 
-The gate (``gate.py``) asks a learned model to beat K = 0 given the same extra gradient updates on real data. Before
-improving the learned model further, this script measures the ceiling: the environment's own dynamics used as the
-"model" (``+true`` arms, :class:`mbrl.models.true_dynamics.TrueAcrobotModel`) against compute-matched K = 0, under
-the learner settings that decide what extra updates buy. Every variant is a full gate protocol (Acrobot-v1, 20k env
-steps, phases of 2k, paired runs, final greedy return over 10 episodes), differing in one setting:
+The gate (``gate.py``, :func:`mbrl.benchmark.run_gate`) asks a learned model to beat K = 0 given the same extra
+gradient updates on real data. Before improving the learned model further, this script measures the ceiling: the
+environment's own dynamics used as the "model" (``+true`` arms, :class:`mbrl.models.true_dynamics.TrueAcrobotModel`)
+against compute-matched K = 0, under the learner settings that decide what extra updates buy. Every variant is a
+full gate protocol (Acrobot-v1, 20k env steps, phases of 2k, paired runs, final greedy return over 10 episodes),
+differing in one setting:
 
 * ``utd2_updates``: the gate's own settings (one extra update per ordinary one, i.e. 2 updates per env step for the
   model and compute-matched arms; target network synced on each run's gradient-step clock);
@@ -22,20 +23,18 @@ If the true simulator cannot beat compute-matched K = 0 in a variant, no learned
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gate  # the gate script beside this one
+from mbrl.benchmark import GateSettings, gate_report, gate_table, parse_gate_arm, run_gate
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-#: name -> (gate.Args overrides, arms)
+#: name -> (GateSettings overrides, arms)
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
     "utd2_updates": ({}, "fixed:0,fixed:0+compute,fixed:1+true,fixed:8+true"),
     "utd4_updates": ({"model_gradient_steps": 12}, "fixed:0+compute,fixed:8+true"),
@@ -77,8 +76,6 @@ def table(combined: dict[str, Any]) -> str:
 
 
 def main(args: Args) -> dict[str, Any]:
-    from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
-
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(names) - set(VARIANTS))
     if unknown:
@@ -86,24 +83,17 @@ def main(args: Args) -> dict[str, Any]:
     combined: dict[str, Any] = {"variants": {}, "ceiling_beats_compute": {}}
     for name in names:
         overrides, arms = VARIANTS[name]
-        gate_args = dataclasses.replace(
-            gate.Args(),
-            arms=arms,
-            runs=args.runs,
-            runs_per_slice=args.runs_per_slice,
-            workers=args.workers,
-            out_dir=str(Path(args.out_dir) / name),
-            out=str(Path(args.out_dir) / f"{name}.json"),
-            **overrides,
-        )
+        settings = GateSettings(arms=arms, runs_per_slice=args.runs_per_slice, **overrides)
         print(f"== {name}: {overrides or 'gate defaults'}; arms {arms}", flush=True)
-        summary = gate.main(gate_args)
-        # gate.main records the gate's own command; this variant is reproduced by this script's.
+        summary = run_gate(settings, args.runs, Path(args.out_dir) / name, workers=args.workers)
         summary["command"] = f"OMP_NUM_THREADS=1 python experiments/mbrl/gate_diagnosis.py --variants {name}"
-        atomic_write_json(gate_args.out, summary)
+        out = Path(args.out_dir) / f"{name}.json"
+        atomic_write_json(out, summary)
+        atomic_write_text(out.with_suffix(".md"), gate_table(summary))
+        print(gate_report(summary))
         summary["variant_overrides"] = overrides
         combined["variants"][name] = summary
-        true_arms = [a for a in summary["arms"] if gate.parse_arm(a)[2]]
+        true_arms = [a for a in summary["arms"] if parse_gate_arm(a)[2]]
         combined["ceiling_beats_compute"][name] = {
             a: summary["paired_iqm_vs_k0"][a]["fixed:0+compute"]["z"] > 2.0 for a in true_arms
         }

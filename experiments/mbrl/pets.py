@@ -28,8 +28,8 @@ from typing import Any
 
 import tyro
 
-from mbrl.sample_efficiency import PROTOCOL as MBPO_PROTOCOL
-from mbrl.sample_efficiency import THRESHOLDS
+from mbrl.benchmark import PROTOCOL as MBPO_PROTOCOL
+from mbrl.benchmark import THRESHOLDS
 from planning.mpc.benchmark import PETS_ARMS, PETSSettings, collect_pets_runs, pets_table, summarize_env
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads

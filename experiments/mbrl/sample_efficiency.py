@@ -1,4 +1,4 @@
-r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see mbrl/sample_efficiency.py).
+r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see mbrl/benchmark.py).
 
 Arms: ``mbpo:SPEC`` (one per rollout-length controller spec), ``sac_same_utd`` (SAC at MBPO's G updates per env
 step) and ``sac_utd1`` (SAC at one update per env step); same seeds, networks, warm-up and evaluation in every arm.
@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 import tyro
 
-from mbrl.sample_efficiency import (
+from mbrl.benchmark import (
     DEFAULT_ARMS,
+    DEFAULT_NET_ARCH,
     PROTOCOL,
     THRESHOLDS,
     ArmSettings,
@@ -82,7 +83,7 @@ class Args:
     """SAC learning rate in every arm"""
     batch_size: int = ArmSettings.batch_size
     """SAC batch size in every arm"""
-    net_arch: str = "64,64"
+    net_arch: str = ",".join(map(str, DEFAULT_NET_ARCH))
     """SAC hidden widths in every arm"""
     rollout_batch_size: int | None = None
     """MBPO imagined rollouts started per model refit (default: MBPOConfig's)"""

@@ -1,7 +1,7 @@
 """The PETS benchmark (issue "Planning on the learned model"): env steps to threshold and planning latency.
 
 Arms ``pets_cem`` and ``pets_mppi`` run :class:`~planning.mpc.pets.PETS` under the evaluation protocol of the MBPO
-benchmark (``mbrl.sample_efficiency``): the same thresholds, a deterministic evaluation of ``eval_episodes`` episodes
+benchmark (``mbrl.benchmark``): the same thresholds, a deterministic evaluation of ``eval_episodes`` episodes
 every ``eval_every`` env steps with the evaluation env reseeded to ``seed + 10_000``, and the same warm-up of uniform
 random steps. A PETS run stops at its first evaluation that reaches the threshold (``PETSConfig.stop_at_return``):
 steps to threshold is the only target and planning is the expensive part. MBPO and SAC at one update per step are
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mbrl.sample_efficiency import median_censored, median_steps, steps_to_threshold
+from mbrl.benchmark import median_censored, median_steps, steps_to_threshold
 from rolloutlab.checkpoint import atomic_write_json
 
 PETS_ARMS = {"pets_cem": "cem", "pets_mppi": "mppi"}
@@ -168,7 +168,7 @@ def summarize_env(
     Args:
         settings: The env's PETS settings.
         records: Its PETS run records.
-        reference_runs: MBPO benchmark run records (``mbrl.sample_efficiency``) for the same env. Of those, the
+        reference_runs: MBPO benchmark run records (``mbrl.benchmark``) for the same env. Of those, the
             seeds the PETS runs used give ``sac_utd1`` and ``mbpo``: the ``mbpo:*`` arm with the lowest median steps
             over these seeds (one arm for all seeds, as that benchmark picks its ``mbpo_arm``). An arm missing any
             of the seeds is left out.
@@ -203,7 +203,7 @@ def summarize_env(
         item["plan_ms_met"] = bool(item["plan_ms_p50"] <= PLAN_MS_TARGET)
         entry[arm] = item
     if reference_runs and reference_budget is not None:
-        from mbrl.sample_efficiency import SAC_UTD1, best_by_median, is_mbpo
+        from mbrl.benchmark import SAC_UTD1, best_by_median, is_mbpo
 
         def steps_of(arm: str) -> list[int | None]:
             by_seed = {int(r["seed"]): r for r in reference_runs if r["arm"] == arm}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mbrl.bench import quick_bench
+from mbrl.benchmark import quick_bench
 
 
 @pytest.mark.slow

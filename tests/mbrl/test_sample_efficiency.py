@@ -18,13 +18,15 @@ import numpy as np
 import pytest
 
 from mbrl.algorithms.mbpo import MBPOConfig
-from mbrl.sample_efficiency import (
+from mbrl.benchmark import (
     PROTOCOL,
     ArmSettings,
     arm_settings,
     bootstrap_ratio,
+    build_summary,
     collect_runs,
     final_return_difference,
+    markdown,
     mbpo_config,
     mbpo_controller,
     median_censored,
@@ -256,7 +258,7 @@ def test_summary_keeps_round_one_apart_from_this_protocol(tmp_path: Path) -> Non
     hc = {**new, "mode": "final_return", "threshold": None, "settings": {"env_id": "HalfCheetah-v5", "budget": 1000}}
     (tmp_path / "sample_efficiency_HalfCheetah-v5.json").write_text(json.dumps({**hc, "runs": hc_runs}))
 
-    summary = _script("summary").build_summary(tmp_path, bootstrap_reps=50)
+    summary = build_summary(tmp_path, bootstrap_reps=50)
     assert set(summary) == {
         "protocol",
         "sample_efficiency",
@@ -279,13 +281,13 @@ def test_summary_keeps_round_one_apart_from_this_protocol(tmp_path: Path) -> Non
         "sac_default": "sac_utd1",
     }
     assert old["seeds"] == [0, 1, 2, 3, 4] and "met" not in old["ratio_sac_utd1_over_mbpo"]
-    md = _script("summary").markdown(summary)
+    md = markdown(summary)
     assert md.index("## Round one") > md.index("HalfCheetah-v5")  # round one comes last, under its own heading
 
     # Two files of this protocol for one env: the summary refuses to choose.
     shutil.copy(tmp_path / "sample_efficiency_Pendulum-v1.json", tmp_path / "sample_efficiency_Pendulum-v1_b.json")
     with pytest.raises(ValueError, match="pick one"):
-        _script("summary").build_summary(tmp_path, bootstrap_reps=50)
+        build_summary(tmp_path, bootstrap_reps=50)
 
 
 # --- resumable collection ---------------------------------------------------------------------------------------
@@ -441,7 +443,7 @@ def test_halfcheetah_final_only_path(tmp_path: Path) -> None:
     assert entry["mode"] == "final_return" and entry["final_eval_at_budget"] is True
     diff = entry["mbpo_minus_sac_same_utd"]
     assert len(diff["differences"]) == 2 and isinstance(diff["met"], bool) and entry["mbpo_arm"] == "mbpo:fixed:1"
-    summary = _script("summary").build_summary(tmp_path, bootstrap_reps=50)
+    summary = build_summary(tmp_path, bootstrap_reps=50)
     assert summary["halfcheetah"]["mbpo_minus_sac_same_utd"]["differences"] == diff["differences"]
 
 
