@@ -28,7 +28,7 @@ class BenchLine:
     """One row of the bench table.
 
     Attributes:
-        pillar: ``wordle``, ``mbrl``, ``meta``, ``rlvr`` or ``incontext``.
+        pillar: ``wordle``, ``mbrl``, ``mpc``, ``meta``, ``rlvr`` or ``incontext``.
         benchmark: What was run, e.g. ``"easy, rollout(GEP, k=10), opener salet"``.
         metric: Name of the headline number, e.g. ``"total guesses"``.
         value: The measured number (``None`` if it could not be measured).

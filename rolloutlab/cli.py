@@ -18,10 +18,12 @@ import typer
 from rolloutlab import __version__
 from rolloutlab.bench import PillarEntry, run_suite
 
-# (sub-command, module holding a Typer `app`, module holding `quick_bench`), in the order the bench runs them.
-PILLARS: list[tuple[str, str, str]] = [
+# (name, module holding the pillar's Typer `app` or None, its benchmark module holding `quick_bench`), in the order
+# the bench runs them. PETS has no sub-command of its own: it trains as `rolloutlab mbrl train --algo pets`.
+PILLARS: list[tuple[str, str | None, str]] = [
     ("wordle", "planning.wordle.cli", "planning.wordle.bench"),
     ("mbrl", "mbrl.cli", "mbrl.benchmark"),
+    ("mpc", None, "planning.mpc.benchmark"),
     ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
     ("rlvr", "meta.rlvr.cli", "meta.rlvr.bench"),
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
@@ -59,7 +61,10 @@ def _root(
 @app.command()
 def bench(
     out: Annotated[Path, typer.Option(help="Parent directory for the bench-<time> folder.")] = Path("runs"),
-    only: Annotated[str | None, typer.Option(help="Comma-separated pillars to run (default: every pillar).")] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(help=f"Comma-separated pillars to run: {','.join(n for n, _, _ in PILLARS)} (default: all)."),
+    ] = None,
 ) -> None:
     """Run each pillar's headline benchmark at its small default size and print one summary table."""
     from rolloutlab.threads import set_torch_threads
@@ -86,7 +91,8 @@ def _mount_pillars() -> None:
     for extension in EXTENSIONS:
         importlib.import_module(extension)
     for name, cli_module, _ in PILLARS:
-        app.add_typer(importlib.import_module(cli_module).app, name=name)
+        if cli_module is not None:
+            app.add_typer(importlib.import_module(cli_module).app, name=name)
 
 
 _mount_pillars()

@@ -13,7 +13,8 @@ Each finished (env, arm, seed) run is saved in ``results/pets_partial/<env>[_<ta
 with the same settings, so a killed benchmark resumes where it stopped. Writes ``results/pets.json`` (per env the
 command that made it, the summary under ``envs.<env>.<arm>`` and every run; envs of earlier calls are kept),
 ``results/pets.png`` (evaluation curves) and ``results/pets.md`` (the table the README quotes). Every run uses
-PETSConfig's defaults apart from the protocol's settings above.
+PETSConfig's defaults apart from the protocol's settings above. The benchmark's logic (settings, runs, summary, table)
+is :mod:`planning.mpc.benchmark`'s.
 """
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ from typing import Any
 
 import tyro
 
-from mbrl.benchmark import PROTOCOL as MBPO_PROTOCOL
 from mbrl.benchmark import THRESHOLDS
-from planning.mpc.benchmark import PETS_ARMS, PETSSettings, collect_pets_runs, pets_table, summarize_env
+from planning.mpc.benchmark import (
+    PETS_ARMS,
+    PETSSettings,
+    collect_pets_runs,
+    mbpo_reference,
+    pets_table,
+    summarize_env,
+)
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
 
@@ -47,13 +54,13 @@ class Args:
     """comma-separated seeds, the same for every arm"""
     arms: str = ",".join(PETS_ARMS)
     """comma-separated PETS arms: pets_cem, pets_mppi"""
-    budget: int = 3000
+    budget: int = PETSSettings.budget
     """env steps at most per PETS run (a run that never reaches the threshold counts as this)"""
-    eval_every: int = 100
+    eval_every: int = PETSSettings.eval_every
     """env steps between evaluations"""
-    eval_episodes: int = 5
+    eval_episodes: int = PETSSettings.eval_episodes
     """episodes per evaluation"""
-    initial_random_steps: int = 200
+    initial_random_steps: int = PETSSettings.initial_random_steps
     """uniform-random warm-up steps"""
     mbpo_results: Path = RESULTS
     """folder of the MBPO benchmark's results (its partial/<env>/ run records)"""
@@ -69,20 +76,6 @@ def command_line(args: Args) -> str:
         if value != f.default:
             parts += ["--" + f.name.replace("_", "-"), str(value)]
     return shlex.join(parts)
-
-
-def mbpo_reference(results: Path, env_id: str) -> tuple[list[dict[str, Any]], int | None]:
-    """The MBPO benchmark's finished run records for ``env_id`` (its protocol only) and their budget."""
-    folder = results / "partial" / env_id.replace("/", "-")
-    runs = []
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
-        record = json.loads(path.read_text())
-        if record.get("protocol") == MBPO_PROTOCOL:
-            runs.append(record)
-    budgets = {int(r["settings"]["budget"]) for r in runs}
-    if len(budgets) > 1:
-        raise SystemExit(f"{folder} mixes budgets {sorted(budgets)}")
-    return runs, (budgets.pop() if budgets else None)
 
 
 def plot(path: Path, records: list[dict[str, Any]], thresholds: dict[str, float]) -> None:
@@ -163,7 +156,10 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
         records = collect_pets_runs(
             arms, seeds, settings, results / "pets_partial" / f"{env_id}{suffix}", on_run=report
         )
-        reference, reference_budget = mbpo_reference(args.mbpo_results, env_id)
+        try:
+            reference, reference_budget = mbpo_reference(args.mbpo_results, env_id)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
         summary[env_id] = summarize_env(settings, records, reference, reference_budget)
         commands[env_id] = command_line(args)
         all_records += [{"env": env_id, **r} for r in records]

@@ -86,3 +86,41 @@ def test_committed_pets_table_is_generated_from_its_json_and_quoted() -> None:
     for env_id, entry in data["envs"].items():
         runs = [r for r in data["runs"] if r["env"] == env_id]
         assert entry["seeds"] == sorted({r["seed"] for r in runs}) and env_id in data["commands"]
+
+
+def test_mbpo_reference_reads_the_finished_runs_of_the_mbpo_protocol(tmp_path: Path) -> None:
+    from mbrl.benchmark import PROTOCOL
+    from planning.mpc.benchmark import mbpo_reference
+
+    assert mbpo_reference(tmp_path, "Pendulum-v1") == ([], None)
+    folder = tmp_path / "partial" / "Pendulum-v1"
+    folder.mkdir(parents=True)
+    for seed in (0, 1):
+        record = {"arm": "sac_utd1", "seed": seed, "protocol": PROTOCOL, "settings": {"budget": 10_000}}
+        (folder / f"sac_utd1__{seed}.json").write_text(json.dumps(record))
+    (folder / "round_one.json").write_text(json.dumps({"arm": "sac_default", "seed": 0, "settings": {"budget": 5}}))
+    runs, budget = mbpo_reference(tmp_path, "Pendulum-v1")
+    assert [r["seed"] for r in runs] == [0, 1] and budget == 10_000  # round one's record is left out
+    other = {"arm": "sac_utd1", "seed": 2, "protocol": PROTOCOL, "settings": {"budget": 20_000}}
+    (folder / "sac_utd1__2.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="mixes budgets"):
+        mbpo_reference(tmp_path, "Pendulum-v1")
+
+
+@pytest.mark.slow
+def test_quick_bench_reproduces_the_committed_first_seed(tmp_path: Path) -> None:
+    """`rolloutlab bench --only mpc` at one seed is the benchmark's run: the committed seed-0 result (~1 minute)."""
+    from planning.mpc.benchmark import quick_bench
+
+    (line,) = quick_bench(tmp_path, seeds=(0,))
+    committed = next(
+        r
+        for r in json.loads((RESULTS / "pets.json").read_text())["runs"]
+        if r["env"] == "Pendulum-v1" and r["arm"] == "pets_cem" and r["seed"] == 0
+    )
+    assert line.pillar == "mpc" and line.value == committed["steps_to_threshold"]
+    data = json.loads((tmp_path / "quick_pets.json").read_text())
+    # The committed runs' evaluations before the first model fit (steps 100, 200) acted with unseeded random actions;
+    # they have drawn from a seeded generator since, so only the evaluations after the fit are the same numbers.
+    fitted = [e for e in committed["eval"] if e[0] > 200]
+    assert fitted and data["runs"][0]["eval"][-len(fitted) :] == fitted
