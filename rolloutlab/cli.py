@@ -25,7 +25,7 @@ PILLARS: list[tuple[str, str | None, str]] = [
     ("mbrl", "mbrl.cli", "mbrl.benchmark"),
     ("mpc", None, "planning.mpc.benchmark"),
     ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
-    ("rlvr", "meta.rlvr.cli", "meta.rlvr.bench"),
+    ("rlvr", "meta.rlvr.cli", "meta.rlvr.benchmark"),
     ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
 ]
 

@@ -8,7 +8,8 @@ Every arm starts from the same SFT checkpoint (trained first with ``rolloutlab r
 the same prompt pool, prompts per step, optimizer, number of steps and held-out set; ≥3 seeds. Each finished
 (arm, seed) run is written to ``results/per_run/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
 stopped. At the end the script writes ``results/summary.json`` (the issue's keys), ``results/accuracy_vs_tokens.png``
-and prints the table quoted in ``docs/rlvr.md``.
+and prints the table quoted in ``docs/rlvr.md``. The benchmark's logic (arms, runs, summary, table) is
+:mod:`meta.rlvr.benchmark`'s.
 """
 
 from __future__ import annotations
@@ -21,8 +22,22 @@ from pathlib import Path
 import numpy as np
 import tyro
 
-from envs.reasoning import make_prompt_set
-from meta.rlvr.benchmark import ARMS, BASELINE, RunSettings, run_arm, summarize
+from meta.rlvr.benchmark import (
+    ARMS,
+    BASELINE,
+    BENCHMARK_LR,
+    BENCHMARK_MINIBATCHES,
+    DEFAULT_CHECKPOINT,
+    DIFFICULTIES,
+    EVAL_EVERY,
+    HELD_OUT_SIZE,
+    POOL_SIZE,
+    RunSettings,
+    benchmark_table,
+    prompt_sets,
+    run_arm,
+    summarize,
+)
 from meta.rlvr.grpo import GRPOConfig
 from meta.rlvr.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -35,29 +50,29 @@ class Args:
     """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     """Arms to run (names from meta.rlvr.benchmark.ARMS)."""
-    checkpoint: str = "runs/rlvr/sft.pt"
+    checkpoint: str = DEFAULT_CHECKPOINT
     """SFT checkpoint every arm starts from; trained with `sft_steps` if missing."""
-    sft_steps: int = 1500
+    sft_steps: int = SFTConfig.steps
     """Warm-start steps if the checkpoint has to be trained."""
     steps: int = 90
     """GRPO steps per run (same for every arm)."""
-    eval_every: int = 3
+    eval_every: int = EVAL_EVERY
     """Held-out evaluation period in steps."""
-    prompts_per_step: int = 16
+    prompts_per_step: int = GRPOConfig.prompts_per_step
     """Prompts (groups) per step."""
-    lr: float = 3e-4
-    """AdamW learning rate."""
+    lr: float = BENCHMARK_LR
+    """AdamW learning rate: 3e-4 goes with one optimizer step per batch (GRPOConfig's 1e-4 with its 4 minibatches)."""
     loss: str = "dapo"
-    """Token-level (dapo) or per-sequence loss."""
-    minibatches: int = 1
+    """Token-level (dapo) or per-sequence loss (dapo is what GRPOConfig's loss=None picks for the grpo advantage)."""
+    minibatches: int = BENCHMARK_MINIBATCHES
     """Optimizer steps per generated batch. 1 (one full-batch step, ratio 1) is how the table in docs/rlvr.md was
     measured and reproduces that trainer exactly; the trainer's own default is 4 (with lr 1e-4, see GRPOConfig)."""
-    difficulties: list[int] = field(default_factory=lambda: [1, 2, 3])
+    difficulties: list[int] = field(default_factory=lambda: list(DIFFICULTIES))
     """Digits of the long operand in the RL pool and held-out set."""
-    pool_size: int = 256
+    pool_size: int = POOL_SIZE
     """Training prompts (small enough that each is revisited every 16 steps, so per-prompt statistics inform the
     allocators: 256 prompts / 16 per step)."""
-    held_out_size: int = 600
+    held_out_size: int = HELD_OUT_SIZE
     """Held-out prompts (greedy accuracy)."""
     out: str = "experiments/rlvr/results"
     """Results folder."""
@@ -74,8 +89,7 @@ def main(args: Args) -> None:
     (out / "per_run").mkdir(parents=True, exist_ok=True)
     if not Path(args.checkpoint).is_file():
         train_sft(SFTConfig(steps=args.sft_steps), out_path=Path(args.checkpoint))
-    pool = make_prompt_set(args.pool_size, np.random.default_rng(1), difficulties=args.difficulties)
-    held_out = make_prompt_set(args.held_out_size, np.random.default_rng(2), difficulties=args.difficulties)
+    pool, held_out = prompt_sets(args.pool_size, args.held_out_size, args.difficulties)
     settings = RunSettings(
         steps=args.steps,
         eval_every=args.eval_every,
@@ -107,7 +121,7 @@ def main(args: Args) -> None:
     summary["args"] = asdict(args)
     atomic_write_json(out / "summary.json", summary)
     plot(runs, arms, out / "accuracy_vs_tokens.png")
-    print_table(summary)
+    print(benchmark_table(summary))
 
 
 def plot(runs: list[dict], arms: list[str], path: Path) -> None:
@@ -135,25 +149,6 @@ def plot(runs: list[dict], arms: list[str], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def print_table(summary: dict) -> None:
-    """The README table: ratio to uniform G=8 with its bootstrap interval, final accuracy, zero-variance share."""
-    print(f"target accuracy {summary['target_accuracy']:.3f} (95% of uniform_g8 final), seeds {summary['seeds']}")
-    print("| arm | tokens-to-target ratio [95% CI] | responses ratio | final acc | total tokens | zero-var groups |")
-    print("|---|---|---|---|---|---|")
-
-    def fmt(x: float | None) -> str:
-        return "never" if x is None else f"{x:.2f}"
-
-    for arm, e in summary["arms"].items():
-        lo, hi = e["ratio_ci"]
-        print(
-            f"| {arm} | {fmt(e['ratio_tokens_vs_uniform_g8'])} [{fmt(lo)}, {fmt(hi)}] "
-            f"| {fmt(e['ratio_responses_vs_uniform_g8'])} | {np.mean(e['final_accuracy']):.3f} "
-            f"| {e['total_tokens']:.0f} | {e['zero_variance_fraction']:.2f} |"
-        )
-    print(f"best adaptive: {summary['best_adaptive']}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
-"""The RLVR allocation benchmark's parts: the arms, one training run per (arm, seed), and the summary statistics.
+"""The RLVR pillar's benchmark: the allocator arms, one training run per (arm, seed), the summary statistics, tables.
 
 Every arm starts from the same SFT checkpoint, sees prompts from the same pool in the same seeded order, uses the same
-optimizer, prompts per step and number of steps, and is evaluated (greedy accuracy) on the same held-out set. Only
-the allocator differs. The primary metric is the cumulative number of generated completion tokens (and responses) at
-which held-out accuracy first reaches 95% of uniform G=8's final accuracy; :func:`cost_ratio` turns it into a
-ratio to uniform G=8 with a paired seed-bootstrap interval. The experiment script (``experiments/rlvr/benchmark.py``)
-and the quick bench (:mod:`meta.rlvr.bench`) both drive these functions.
+optimizer, prompts per step and number of steps, and is evaluated (greedy accuracy) on the same held-out set
+(:func:`prompt_sets`). Only the allocator differs. The primary metric is the cumulative number of generated completion
+tokens (and responses) at which held-out accuracy first reaches 95% of uniform G=8's final accuracy;
+:func:`cost_ratio` turns it into a ratio to uniform G=8 with a paired seed-bootstrap interval.
+
+The compact benchmark (``experiments/rlvr/benchmark.py``) trains with :func:`run_arm` and prints
+:func:`benchmark_table`; the TRL benchmark (``experiments/rlvr/trl_benchmark.py``) trains through TRL's
+``GRPOTrainer`` and summarizes with :func:`summarize_trl` and :func:`trl_table`; :func:`quick_bench` is the pillar's
+line in ``rolloutlab bench``. All three read the same :func:`summarize`.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from envs.reasoning import Task
+from envs.reasoning import Task, make_prompt_set
 from meta.rlvr.allocators import Allocator, DynamicSampling, Uniform
 from meta.rlvr.ar3po import AR3PO
 from meta.rlvr.charlm import load_model
@@ -27,7 +32,10 @@ from meta.rlvr.dars import DARS
 from meta.rlvr.e3 import E3Budget
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
 from meta.rlvr.knapsack import Knapsack
+from meta.rlvr.sft import SFTConfig, train_sft
 from meta.rlvr.vocab import CharVocab
+from rolloutlab.bench import BenchLine
+from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import mean_interval, ratio_of_statistics
 
 #: The issue's arms, all matched to uniform G=8's per-step budget where the method has a budget knob.
@@ -43,6 +51,35 @@ ARMS: dict[str, Callable[[], Allocator]] = {
 }
 ADAPTIVE_ARMS = ("dapo", "ar3po", "dars", "e3", "knapsack")
 BASELINE = "uniform_g8"
+#: The issue's TRL arms: uniform G=8 against the five adaptive allocators.
+TRL_ARMS = ("uniform_g8", "dapo", "ar3po", "dars", "e3", "knapsack")
+
+#: The SFT warm start every arm begins from (``rolloutlab rlvr sft``'s default output).
+DEFAULT_CHECKPOINT = "runs/rlvr/sft.pt"
+#: Digits of the long operand in the RL pool and the held-out set.
+DIFFICULTIES = (1, 2, 3)
+#: Training prompts: small enough that each is revisited every 16 steps (256 prompts / 16 per step), so per-prompt
+#: statistics inform the allocators.
+POOL_SIZE = 256
+#: Held-out prompts (greedy accuracy).
+HELD_OUT_SIZE = 600
+#: Held-out evaluation period in GRPO steps.
+EVAL_EVERY = 3
+#: The benchmark's update: one full-batch optimizer step per generated batch at lr 3e-4. The table in docs/rlvr.md was
+#: measured that way (the compact trainer's update before minibatches existed); GRPOConfig's defaults (4 minibatches
+#: at 1e-4) are the trainer's regime in general, see its docstring.
+BENCHMARK_LR = 3e-4
+BENCHMARK_MINIBATCHES = 1
+
+
+def prompt_sets(
+    pool_size: int = POOL_SIZE, held_out_size: int = HELD_OUT_SIZE, difficulties: Sequence[int] = DIFFICULTIES
+) -> tuple[list[Task], list[Task]]:
+    """The training pool and the held-out set (reversed-digit add/mul), from fixed generators (seeds 1 and 2), so
+    every arm, seed and trainer sees the same prompts."""
+    pool = make_prompt_set(pool_size, np.random.default_rng(1), difficulties=list(difficulties))
+    held_out = make_prompt_set(held_out_size, np.random.default_rng(2), difficulties=list(difficulties))
+    return pool, held_out
 
 
 @dataclass
@@ -227,3 +264,188 @@ def summarize(runs: Sequence[dict[str, Any]], task: str, seeds: Sequence[int], a
         "arms": out_arms,
         "best_adaptive": best,
     }
+
+
+def _fmt(x: float | None) -> str:
+    return "never" if x is None else f"{x:.2f}"
+
+
+def benchmark_table(summary: dict[str, Any]) -> str:
+    """The compact benchmark's table: ratio to uniform G=8 with its bootstrap interval, final accuracy, zero-variance
+    share, with the target accuracy above it and the best adaptive arm below."""
+    lines = [
+        f"target accuracy {summary['target_accuracy']:.3f} (95% of uniform_g8 final), seeds {summary['seeds']}",
+        "| arm | tokens-to-target ratio [95% CI] | responses ratio | final acc | total tokens | zero-var groups |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, e in summary["arms"].items():
+        lo, hi = e["ratio_ci"]
+        lines.append(
+            f"| {arm} | {_fmt(e['ratio_tokens_vs_uniform_g8'])} [{_fmt(lo)}, {_fmt(hi)}] "
+            f"| {_fmt(e['ratio_responses_vs_uniform_g8'])} | {np.mean(e['final_accuracy']):.3f} "
+            f"| {e['total_tokens']:.0f} | {e['zero_variance_fraction']:.2f} |"
+        )
+    lines.append(f"best adaptive: {summary['best_adaptive']}")
+    return "\n".join(lines)
+
+
+# --- the TRL benchmark ------------------------------------------------------------------------------------------
+
+
+def trl_family_summary(runs: Sequence[dict[str, Any]], family: str, arms: Sequence[str]) -> dict[str, Any]:
+    """:func:`summarize` for one task family of the TRL benchmark, on the seeds uniform G=8 has, plus rows trained,
+    seconds per run and the paired (by seed) final-accuracy difference of the best adaptive arm to uniform G=8."""
+    arms = [a for a in arms if any(r["arm"] == a for r in runs)]
+    seeds = sorted({r["seed"] for r in runs if r["arm"] == BASELINE})
+    runs = [r for r in runs if r["seed"] in seeds]
+    summary = summarize(runs, family, seeds, arms)
+    for arm in arms:
+        rs = [r for r in runs if r["arm"] == arm]
+        summary["arms"][arm]["rows_trained"] = float(np.mean([r["costs"]["rows_trained"] for r in rs]))
+        summary["arms"][arm]["seconds"] = float(np.mean([r["seconds"] for r in rs]))
+    best = summary.get("best_adaptive")
+    if isinstance(best, dict) and best.get("arm") in summary["arms"]:
+        base = {r["seed"]: r for r in runs if r["arm"] == BASELINE}
+        mine = {r["seed"]: r for r in runs if r["arm"] == best["arm"]}
+        common = sorted(set(base) & set(mine))
+        diffs = [
+            float(
+                np.mean([p["accuracy"] for p in mine[s]["curve"][-FINAL_WINDOW:]])
+                - np.mean([p["accuracy"] for p in base[s]["curve"][-FINAL_WINDOW:]])
+            )
+            for s in common
+        ]
+        best["final_accuracy_minus_uniform_g8"] = float(np.mean(diffs))
+        best["final_accuracy_minus_uniform_g8_ci"] = accuracy_interval(diffs)
+    return summary
+
+
+def summarize_trl(
+    runs: Sequence[dict[str, Any]], families: Sequence[str], arms: Sequence[str], seeds: Sequence[int]
+) -> dict[str, Any]:
+    """The TRL benchmark's summary: per family (:func:`trl_family_summary`, families without a uniform G=8 run left
+    out) and the issue's target.
+
+    The target: the best adaptive arm at <= 0.5x uniform G=8's tokens on both families "at equal final accuracy",
+    read as: the paired interval of the final-accuracy difference reaches 0 or lies above it (an arm that ends *more*
+    accurate is not penalised).
+
+    Returns:
+        ``{"target_met", "families": {family: summary}}``.
+    """
+    out: dict[str, Any] = {}
+    for family in families:
+        mine = [r for r in runs if r["family"] == family and r["arm"] in arms and r["seed"] in seeds]
+        if any(r["arm"] == BASELINE for r in mine):
+            out[family] = trl_family_summary(mine, family, arms)
+    target_met = len(out) == 2 and all(
+        s["best_adaptive"].get("arm") is not None
+        and s["best_adaptive"]["ratio_tokens_vs_uniform_g8"] <= 0.5
+        and s["best_adaptive"]["final_accuracy_minus_uniform_g8_ci"][1] >= 0.0
+        for s in out.values()
+    )
+    return {"target_met": target_met, "families": out}
+
+
+def trl_table(summary: dict[str, Any]) -> str:
+    """The markdown table docs/rlvr.md and the README quote, one block per family, then the verdict."""
+    lines = [
+        "| family | arm | tokens-to-target ratio [95% CI] | final acc (mean [95% CI]) | tokens generated "
+        "| rows trained | seconds per run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for family, s in summary["families"].items():
+        for arm, e in s["arms"].items():
+            lo, hi = e["ratio_ci"]
+            acc_lo, acc_hi = e["final_accuracy_ci"]
+            lines.append(
+                f"| {family} | {arm} | {_fmt(e['ratio_tokens_vs_uniform_g8'])} [{_fmt(lo)}, {_fmt(hi)}] "
+                f"| {np.mean(e['final_accuracy']):.3f} [{acc_lo:.3f}, {acc_hi:.3f}] | {e['total_tokens']:,.0f} "
+                f"| {e['rows_trained']:,.0f} | {e['seconds']:.0f} |"
+            )
+    lines.append("")
+    for family, s in summary["families"].items():
+        best = s["best_adaptive"]
+        if best.get("arm") is None:
+            lines.append(f"- {family}: no adaptive arm reached the target (95% of uniform G=8's final accuracy).")
+            continue
+        lo, hi = best["ci"]
+        d_lo, d_hi = best["final_accuracy_minus_uniform_g8_ci"]
+        tokens = "met" if best["ratio_tokens_vs_uniform_g8"] <= 0.5 else "missed"
+        accuracy = "equal" if d_lo <= 0.0 <= d_hi else ("higher" if d_lo > 0 else "lower")
+        lines.append(
+            f"- {family}: target accuracy {s['target_accuracy']:.3f}; best adaptive arm {best['arm']}, "
+            f"{_fmt(best['ratio_tokens_vs_uniform_g8'])}x uniform G=8's tokens [{_fmt(lo)}, {_fmt(hi)}] (<= 0.5x: "
+            f"**{tokens}**), final accuracy {best['final_accuracy_minus_uniform_g8']:+.3f} [{d_lo:+.3f}, {d_hi:+.3f}] "
+            f"against it ({accuracy})."
+        )
+    verdict = "met" if summary.get("target_met") else "missed"
+    lines.append(
+        f"- Target (best adaptive arm <= 0.5x uniform G=8's tokens on both families, final accuracy not below "
+        f"uniform G=8's): **{verdict}**."
+    )
+    return "\n".join(lines) + "\n"
+
+
+# --- quick bench ------------------------------------------------------------------------------------------------
+
+FULL_COMMAND = "OMP_NUM_THREADS=1 python experiments/rlvr/benchmark.py"
+
+
+def quick_bench(
+    out_dir: Path,
+    steps: int = 60,
+    sft_steps: int = 800,
+    checkpoint: Path = Path(DEFAULT_CHECKPOINT),
+    seeds: tuple[int, ...] = (0, 1),
+) -> list[BenchLine]:
+    """``rolloutlab bench --only rlvr``: the benchmark reduced to three arms, two seeds and short runs.
+
+    Uniform G=8, AR3PO and DARS train from the SFT checkpoint (``runs/rlvr/sft.pt`` if present, otherwise a short warm
+    start is trained first) on the full benchmark's prompts and update; the lines report AR3PO's and DARS's generated
+    tokens to reach 95% of uniform G=8's final accuracy, as a ratio.
+
+    Args:
+        out_dir: Where ``quick_summary.json`` (and a fallback checkpoint) go.
+        steps: GRPO steps per arm.
+        sft_steps: Warm-start steps if ``checkpoint`` does not exist.
+        checkpoint: SFT checkpoint to start from.
+        seeds: RL seeds.
+    """
+    start = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not checkpoint.is_file():
+        checkpoint = out_dir / "sft.pt"
+        train_sft(SFTConfig(steps=sft_steps), out_path=checkpoint, log=None)
+    pool, held_out = prompt_sets()
+    grpo = GRPOConfig(lr=BENCHMARK_LR, minibatches=BENCHMARK_MINIBATCHES)
+    settings = RunSettings(steps=steps, eval_every=EVAL_EVERY, grpo=grpo)
+    arms = ["uniform_g8", "ar3po", "dars"]
+    runs = [run_arm(arm, seed, str(checkpoint), pool, held_out, settings) for seed in seeds for arm in arms]
+    summary = summarize(runs, "reversed-digit add/mul, 1-3 digits", list(seeds), arms)
+    atomic_write_json(out_dir / "quick_summary.json", {"summary": summary, "runs": runs})
+    seconds = time.perf_counter() - start
+    lines = []
+    for arm in ("ar3po", "dars"):
+        entry = summary["arms"][arm]
+        ratio = entry["ratio_tokens_vs_uniform_g8"]
+        lines.append(
+            BenchLine(
+                pillar="rlvr",
+                benchmark=f"{arm} vs uniform G=8, {len(seeds)} seeds, {steps} steps",
+                metric="tokens-to-target ratio",
+                value=ratio,
+                # Too few seeds and steps for a verdict: the issue's <= 0.5 applies to the full benchmark.
+                target="<= 0.5 in the full benchmark (5 seeds)",
+                passed=None,
+                seconds=seconds / 2,
+                command=FULL_COMMAND,
+                details={
+                    "ci": entry["ratio_ci"],
+                    "final_accuracy": entry["final_accuracy"],
+                    "uniform_g8_final_accuracy": summary["arms"]["uniform_g8"]["final_accuracy"],
+                    "target_accuracy": summary["target_accuracy"],
+                },
+            )
+        )
+    return lines

@@ -134,7 +134,7 @@ def bench(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/rlvr-bench"),
 ) -> None:
     """Run the reduced benchmark (a few arms, short runs) and print its table."""
-    from meta.rlvr.bench import quick_bench
+    from meta.rlvr.benchmark import quick_bench
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()

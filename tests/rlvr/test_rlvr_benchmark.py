@@ -73,3 +73,30 @@ def test_summary_has_the_issue_keys() -> None:
     assert best["ratio_tokens_vs_uniform_g8"] == pytest.approx(0.5)
     assert {"arm", "ratio_tokens_vs_uniform_g8", "ci", "final_accuracy_delta"} <= set(best)
     assert best["final_accuracy_delta"] == pytest.approx(0.0)
+
+
+def test_committed_summary_is_what_its_per_run_records_give() -> None:
+    """The committed compact summary recomputes from its committed runs, number for number (and its table renders)."""
+    import json
+    from pathlib import Path
+
+    from meta.rlvr.benchmark import benchmark_table
+
+    results = Path(__file__).resolve().parents[2] / "experiments" / "rlvr" / "results"
+    summary = json.loads((results / "summary.json").read_text())
+    args = summary["args"]
+    runs = [json.loads(p.read_text()) for p in sorted((results / "per_run").glob("*.json"))]
+    arms = [a for a in args["arms"] if a in ARMS]
+    again = summarize(runs, f"reversed-digit add/mul, digits {args['difficulties']}", args["seeds"], arms)
+    assert json.dumps(again) == json.dumps({k: summary[k] for k in again})
+    table = benchmark_table(again).splitlines()
+    assert len(table) == 3 + len(arms) + 1 and table[-1].startswith("best adaptive: ")
+
+
+def test_prompt_sets_are_fixed_and_disjoint_streams() -> None:
+    from meta.rlvr.benchmark import HELD_OUT_SIZE, POOL_SIZE, prompt_sets
+
+    pool, held_out = prompt_sets()
+    assert (len(pool), len(held_out)) == (POOL_SIZE, HELD_OUT_SIZE)
+    assert prompt_sets() == (pool, held_out)  # the same prompts for every arm, seed and trainer
+    assert {t.difficulty for t in pool} <= {1, 2, 3} and pool[:10] != held_out[:10]

@@ -1,4 +1,5 @@
-"""``experiments/rlvr/trl_benchmark.py``: the unseen task family, and the committed summary agreeing with its table."""
+"""The TRL allocation benchmark (``experiments/rlvr/trl_benchmark.py``, summarized by ``meta.rlvr.benchmark``): the
+unseen task family, and the committed summary agreeing with its runs and its table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+
+from meta.rlvr.benchmark import summarize_trl, trl_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "rlvr" / "trl_benchmark.py"
@@ -50,6 +53,15 @@ def test_committed_summary_has_the_issues_keys_and_its_table_is_quoted() -> None
         assert set(family["arms"]) == set(bench.TRL_ARMS)
         assert "ratio_tokens_vs_uniform_g8" in family["best_adaptive"]
     table = SUMMARY.with_suffix(".md").read_text()
-    assert table == bench.table(summary)
+    assert table == trl_table(summary)
     assert table.strip() in (ROOT / "docs" / "rlvr.md").read_text()
     assert table.strip() in (ROOT / "README.md").read_text()
+
+
+def test_committed_summary_is_what_its_per_run_records_give() -> None:
+    """meta.rlvr.benchmark recomputes the committed TRL summary from the committed runs, number for number."""
+    summary = json.loads(SUMMARY.read_text())
+    args = summary["args"]
+    runs = [json.loads(p.read_text()) for p in sorted((SUMMARY.parent / "trl" / "per_run").glob("*.json"))]
+    again = summarize_trl(runs, args["families"], args["arms"], args["seeds"])
+    assert json.dumps(again) == json.dumps({k: summary[k] for k in again})
