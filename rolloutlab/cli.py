@@ -26,7 +26,7 @@ PILLARS: list[tuple[str, str | None, str]] = [
     ("mpc", None, "planning.mpc.benchmark"),
     ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
     ("rlvr", "meta.rlvr.cli", "meta.rlvr.benchmark"),
-    ("incontext", "meta.incontext.cli", "meta.incontext.bench"),
+    ("incontext", "meta.incontext.cli", "meta.incontext.benchmark"),
 ]
 
 # Modules imported before mounting, for what they register into a lower pillar that must not import them itself:
