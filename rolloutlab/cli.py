@@ -21,7 +21,7 @@ from rolloutlab.bench import PillarEntry, run_suite
 # (name, module holding the pillar's Typer `app` or None, its benchmark module holding `quick_bench`), in the order
 # the bench runs them. PETS has no sub-command of its own: it trains as `rolloutlab mbrl train --algo pets`.
 PILLARS: list[tuple[str, str | None, str]] = [
-    ("wordle", "planning.wordle.cli", "planning.wordle.bench"),
+    ("wordle", "planning.wordle.cli", "planning.wordle.benchmark"),
     ("mbrl", "mbrl.cli", "mbrl.benchmark"),
     ("mpc", None, "planning.mpc.benchmark"),
     ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),

@@ -12,7 +12,8 @@ Each finished opener is saved in ``results/openers_partial/<mode>/<word>.json`` 
 the same configuration, so a killed run resumes where it stopped. Writes ``results/openers.json``: per mode every
 opener's total, optimum, excess, max, failures and seconds, and the targets' keys ``<mode>.matched_fraction`` (share
 of openers at their optimum; target >= 0.95), ``<mode>.max_excess`` (target <= 2) and ``<mode>.max_seconds``
-(targets: 30 s easy, 300 s hard); ``results/openers.md`` is the table the docs quote.
+(targets: 30 s easy, 300 s hard); ``results/openers.md`` is the table the docs quote. The evaluation, the summary
+and the table are :mod:`planning.wordle.benchmark`'s.
 """
 
 from __future__ import annotations
@@ -26,14 +27,17 @@ from typing import Any
 
 import tyro
 
-from planning.wordle.bench import run_benchmark
-from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig
+from planning.wordle.benchmark import (
+    opener_config,
+    opener_record,
+    openers_table,
+    read_optima,
+    summarize_openers,
+)
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 OPTIMA = {"easy": HERE / "optima" / "easy_original_top105.txt", "hard": HERE / "optima" / "hard_original_top101.txt"}
-#: The issue's targets per mode.
-TARGETS = {"matched_fraction": 0.95, "max_excess": 2, "max_seconds": {"easy": 30.0, "hard": 300.0}}
 
 
 @dataclass
@@ -48,68 +52,6 @@ class Args:
     """easy mode: the best this many listed openers (all 105 by default)"""
     out_dir: Path = HERE / "results"
     """where openers.json and openers_partial/ go"""
-
-
-def read_optima(path: Path) -> list[tuple[str, int]]:
-    """``(word, proven optimum total)`` per line of one of Selby's tables, best first as listed."""
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        word, total = line.split()
-        rows.append((word, int(total)))
-    return rows
-
-
-def config_for(mode: str, opener: str) -> SolverConfig:
-    """The documented configuration of ``mode`` with ``opener`` as the first guess."""
-    return SolverConfig(mode=mode, top_k=DEFAULT_TOP_K[mode], exact_up_to=DEFAULT_EXACT_UP_TO[mode], opener=opener)
-
-
-def summarize(mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """One mode's entry: the rows and the target keys."""
-    excess = [r["excess"] for r in rows]
-    seconds = [r["seconds"] for r in rows]
-    matched = sum(e == 0 for e in excess) / len(rows) if rows else float("nan")
-    limit = TARGETS["max_seconds"][mode]  # type: ignore[index]
-    return {
-        "openers": len(rows),
-        "matched_fraction": matched,
-        "max_excess": max(excess) if excess else None,
-        "max_seconds": max(seconds) if seconds else None,
-        "targets": {
-            "matched_fraction": TARGETS["matched_fraction"],
-            "max_excess": TARGETS["max_excess"],
-            "max_seconds": limit,
-        },
-        "met": {
-            "matched_fraction": bool(rows) and matched >= TARGETS["matched_fraction"],  # type: ignore[operator]
-            "max_excess": bool(rows) and max(excess) <= TARGETS["max_excess"],  # type: ignore[operator]
-            "max_seconds": bool(rows) and max(seconds) <= limit,
-        },
-        "config": dataclasses.asdict(config_for(mode, "salet")) | {"opener": "each listed opener"},
-        "rows": rows,
-    }
-
-
-def table(summary: dict[str, Any]) -> str:
-    """The markdown table of ``openers.json`` that the docs quote (a test checks they agree)."""
-    lines = [
-        "| mode | openers | at the optimum | max excess | openers above it (excess) | slowest | met |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for mode in ("easy", "hard"):
-        if mode not in summary:
-            continue
-        e = summary[mode]
-        above = ", ".join(
-            f"{r['opener']} +{r['excess']}" for r in sorted(e["rows"], key=lambda r: -r["excess"]) if r["excess"]
-        )
-        met = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in e["met"].items())
-        lines.append(
-            f"| {mode} | {e['openers']} | {e['matched_fraction']:.3f} (target ≥ {e['targets']['matched_fraction']}) "
-            f"| {e['max_excess']} (target ≤ {e['targets']['max_excess']}) | {above or '—'} | {e['max_seconds']:.1f} s "
-            f"(target ≤ {e['targets']['max_seconds']:.0f} s) | {met} |"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def main(args: Args | None = None) -> dict[str, Any]:
@@ -127,20 +69,9 @@ def main(args: Args | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         for i, (word, optimum) in enumerate(optima, start=1):
             path = partial / f"{word}.json"
-            config = dataclasses.asdict(config_for(mode, word))
             record = json.loads(path.read_text()) if path.exists() else None
-            if record is None or record["config"] != config:
-                result = run_benchmark(config_for(mode, word))
-                record = {
-                    "opener": word,
-                    "optimum": optimum,
-                    "total": result["total"],
-                    "excess": result["total"] - optimum,
-                    "max": result["max"],
-                    "failures": result["failures"],
-                    "seconds": result["seconds"],
-                    "config": config,
-                }
+            if record is None or record["config"] != dataclasses.asdict(opener_config(mode, word)):
+                record = opener_record(mode, word, optimum)
                 atomic_write_json(path, record)
                 print(
                     f"{mode} {i}/{len(optima)} {word}: {record['total']} (optimum {optimum}, +{record['excess']}) "
@@ -148,10 +79,10 @@ def main(args: Args | None = None) -> dict[str, Any]:
                     flush=True,
                 )
             rows.append({k: record[k] for k in ("opener", "optimum", "total", "excess", "max", "failures", "seconds")})
-            summary[mode] = summarize(mode, rows)
+            summary[mode] = summarize_openers(mode, rows)
             summary["command"] = "python experiments/wordle/openers.py"
             atomic_write_json(out, summary)
-            atomic_write_text(out.with_suffix(".md"), table(summary))
+            atomic_write_text(out.with_suffix(".md"), openers_table(summary))
         entry = summary[mode]
         print(
             f"{mode}: {entry['matched_fraction']:.3f} of {entry['openers']} openers at the optimum, max excess "
