@@ -68,6 +68,9 @@ SAC_ARMS = (SAC_SAME_UTD, SAC_UTD1)
 DEFAULT_ARMS = ("mbpo:fixed:1", "mbpo:fixed:3", SAC_SAME_UTD, SAC_UTD1)
 #: Steps-to-threshold targets: ``met`` when the ratio of medians is at least this.
 RATIO_TARGETS = {"ratio_sac_utd1_over_mbpo": 5.0, "ratio_best_sac_over_mbpo": 1.0}
+#: Bootstrap resamples behind the rliable intervals and paired standard errors of the summaries (summary.json, the
+#: gate); the committed summaries were made with this many.
+BOOTSTRAP_REPS = 2_000
 #: Round one's SAC arm names in this protocol's vocabulary (its ``mbpo`` arm becomes ``mbpo:<its controller>``).
 ROUND_ONE_SAC_NAMES = {"sac_same_utd": SAC_SAME_UTD, "sac_default": SAC_UTD1}
 
@@ -793,7 +796,9 @@ def costs(entry: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def build_summary(results: Path, names: list[str] | None = None, bootstrap_reps: int = 2000) -> dict[str, Any]:
+def build_summary(
+    results: Path, names: list[str] | None = None, bootstrap_reps: int = BOOTSTRAP_REPS
+) -> dict[str, Any]:
     """The whole ``summary.json`` from the benchmark files in ``results`` (all, or those ``names``).
 
     Every entry is recomputed from the per-seed run records stored in ``sample_efficiency_<env>[_<tag>].json``
@@ -1170,7 +1175,7 @@ def run_gate(
     runs: int,
     out_dir: Path,
     workers: int = 1,
-    bootstrap_reps: int = 2_000,
+    bootstrap_reps: int = BOOTSTRAP_REPS,
     log: Callable[[str], None] = _print,
 ) -> dict[str, Any]:
     """Train (or reuse) ``runs`` paired runs of every arm in slices and summarize them.

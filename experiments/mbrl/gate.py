@@ -35,7 +35,7 @@ from typing import Any
 
 import tyro
 
-from mbrl.benchmark import GateSettings, gate_report, gate_table, run_gate
+from mbrl.benchmark import BOOTSTRAP_REPS, GateSettings, gate_report, gate_table, run_gate
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -49,7 +49,7 @@ class Args(GateSettings):
     """paired runs per arm"""
     workers: int = 1
     """slices run side by side in worker processes"""
-    bootstrap_reps: int = 2_000
+    bootstrap_reps: int = BOOTSTRAP_REPS
     """bootstrap resamples for intervals and paired standard errors"""
     out_dir: str = str(RESULTS / "gate")
     """where slices are saved"""

@@ -47,7 +47,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
 class Args:
     runs: int = 10
     """paired runs per arm in every variant"""
-    runs_per_slice: int = 5
+    runs_per_slice: int = GateSettings.runs_per_slice
     """runs per saved slice (a killed run resumes at the next unsaved slice)"""
     workers: int = 2
     """slices run side by side"""

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import tyro
 
+from mbrl.benchmark import GateSettings
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -37,7 +39,7 @@ class Args:
     """(state, action) pairs compared per run"""
     epsilon: float = 0.1
     """exploration rate of the policy that picks the compared actions (the rollouts' rate late in a run)"""
-    net_arch: str = "64,64"
+    net_arch: str = GateSettings.net_arch
     """Q-network widths (the gate's)"""
     out: str = str(RESULTS / "imagined_vs_true.json")
     """where the result goes"""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import tyro
 
-from mbrl.benchmark import build_summary, markdown, ratio_text
+from mbrl.benchmark import BOOTSTRAP_REPS, build_summary, markdown, ratio_text
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -32,7 +32,7 @@ class Args:
     """folder holding the benchmark JSONs; summary.json and summary.md are written there"""
     files: str = ""
     """comma-separated file names to use (default: every sample_efficiency_*.json there)"""
-    bootstrap_reps: int = 2000
+    bootstrap_reps: int = BOOTSTRAP_REPS
     """bootstrap resamples for the rliable intervals"""
 
 
