@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from rolloutlab.device import DEVICE_HELP, device_option
+
 app = typer.Typer(
     help="World-model learners: MBPO (SB3 SAC) and Dyna-DQN with a rollout-length controller.",
     no_args_is_help=True,
@@ -28,6 +30,16 @@ def _check_controller(spec: str) -> None:
         raise typer.BadParameter(str(exc), param_hint="--controller") from exc
 
 
+def _check_device(device: str) -> None:
+    """Refuse a device this machine lacks that came from a preset or a resumed run (``--device`` checks its own)."""
+    from rolloutlab.device import DeviceError, resolve_device
+
+    try:
+        resolve_device(device)
+    except DeviceError as exc:
+        raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
+
+
 def _mbpo_trainer() -> tuple[Any, Callable[..., Any]]:
     from mbrl.algorithms.mbpo import MBPO, load_config
 
@@ -35,9 +47,10 @@ def _mbpo_trainer() -> tuple[Any, Callable[..., Any]]:
 
 
 #: ``--algo`` values run by the generic driver flow: name -> a loader returning ``(driver class, load_config)``. The
-#: driver class has MBPO's interface (``cls(cfg, run_dir=...)``, ``cls.resume(run_dir)``, ``learn()``,
-#: ``eval_history``, ``env_steps``, ``run_dir``). Other pillars add theirs with :func:`register_trainer` (planning.mpc
-#: registers ``pets`` when the ``rolloutlab`` command mounts this app), so this module never imports them.
+#: driver class has MBPO's interface (``cls(cfg, run_dir=...)``, ``cls.resume(run_dir, device=None)``, ``learn()``,
+#: ``eval_history``, ``env_steps``, ``run_dir``; the config has a ``device`` field). Other pillars add theirs with
+#: :func:`register_trainer` (planning.mpc registers ``pets`` when the ``rolloutlab`` command mounts this app), so this
+#: module never imports them.
 TRAINERS: dict[str, Callable[[], tuple[Any, Callable[..., Any]]]] = {"mbpo": _mbpo_trainer}
 
 
@@ -84,28 +97,39 @@ def train(
     checkpoint_every: Annotated[
         int | None, typer.Option(min=0, help="Env steps between whole-run checkpoints (default: the config's).")
     ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{DEVICE_HELP} With --resume: continue there instead of the saved device.", callback=device_option
+        ),
+    ] = None,
 ) -> None:
     """Train one run (or resume one with --resume RUN_DIR) and print where it wrote its results."""
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
     if algo == "dyna":
-        _train_dyna(env, steps, controller, seed, config, resume, out)
+        _train_dyna(env, steps, controller, seed, config, resume, out, device)
         return
     if algo not in TRAINERS:
         raise typer.BadParameter(f"unknown algorithm {algo!r}; choose one of {_algo_names()}", param_hint="--algo")
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError
+    from rolloutlab.device import DeviceError
     from rolloutlab.runs import make_run_dir
 
     driver, load_config = TRAINERS[algo]()
     if resume is not None:
         try:
-            run = driver.resume(resume)
+            run = driver.resume(resume, device=device)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        except DeviceError as exc:  # the device the run was saved on is not here
+            raise typer.BadParameter(f"{exc}; continue it elsewhere with --device", param_hint="--device") from exc
     else:
         overrides: dict[str, Any] = {"env_id": env, "seed": seed}
+        if device is not None:
+            overrides["device"] = device
         if steps is not None:
             overrides["total_steps"] = steps
         if controller is not None:
@@ -144,6 +168,7 @@ def _train_dyna(
     config: Path | None,
     resume: Path | None,
     out: Path,
+    device: str | None,
 ) -> None:
     """One Dyna-DQN run: a ``BatchedDynaDQN`` with a single run, the controller asked for K before every phase."""
     import dataclasses
@@ -166,7 +191,11 @@ def _train_dyna(
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
         meta = envelope["config"]
         env, seed, spec = str(meta["env_id"]), int(meta["seed"]), str(meta["controller"])
+        if device is not None:
+            # Continue on another device; the checkpoints written from here on say so.
+            meta = {**meta, "dyna": {**meta["dyna"], "device": device}}
         cfg = from_dict(DynaConfig, meta["dyna"])
+        _check_device(cfg.device)
         run_dir = resume
     else:
         spec = controller or "fixed:1"
@@ -177,9 +206,12 @@ def _train_dyna(
                 values.update(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
             if steps is not None:
                 values["budget"] = steps
+            if device is not None:
+                values["device"] = device
             cfg = from_dict(DynaConfig, values)
         except (ConfigError, ValueError, OSError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--config/--env") from exc
+        _check_device(cfg.device)
         meta = {"env_id": env, "seed": seed, "controller": spec, "dyna": to_dict(cfg)}
         run_dir = make_run_dir(f"dyna-{env}", seed, root=out, config=meta)
     algo = BatchedDynaDQN([lambda: gym.make(env)], cfg, seed=seed, run_seeds=[seed])

@@ -4,9 +4,9 @@ Every checkpoint in rolloutlab that must let a resumed run continue *exactly* (t
 episode, the same optimizer trajectory) saves these through this one module:
 
 * :func:`capture_rng` / :func:`restore_rng`: Python's ``random``, numpy's legacy global state, torch's global CPU
-  RNG and any named generators of the run; :func:`generator_state` / :func:`set_generator_state` for one
-  generator on its own (numpy :class:`~numpy.random.Generator` or :class:`torch.Generator`), for code that must not
-  touch the global streams (a learner inside a larger program).
+  RNG (and its CUDA ones, once CUDA is in use) and any named generators of the run; :func:`generator_state` /
+  :func:`set_generator_state` for one generator on its own (numpy :class:`~numpy.random.Generator` or
+  :class:`torch.Generator`), for code that must not touch the global streams (a learner inside a larger program).
 * :class:`EpisodeReplay`: the environment's episode in progress, saved as how it was reset and the actions taken
   since, and put back by replaying them (see the class for why replay rather than the env's internal state).
 * :func:`capture_sac` / :func:`restore_sac`: networks, optimizers, entropy coefficient and counters of SB3's SAC.
@@ -68,10 +68,17 @@ def set_generator_state(gen: Generator, saved: Any) -> None:
 def capture_rng(generators: Mapping[str, Generator] | None = None) -> dict[str, Any]:
     """Snapshot Python's ``random``, numpy's legacy global state, torch's global CPU RNG and the named generators.
 
+    Once the process has used CUDA, torch's global CUDA generators (one per GPU) are saved too, under
+    ``"torch_cuda"``: a trainer on a GPU (SB3's SAC) samples from them. A process that never touched CUDA saves no
+    such key, so CPU runs write the same snapshot on every machine.
+
     Args:
         generators: Generators owned by the run, by name (numpy or torch); restored by name.
     """
     legacy: tuple[Any, ...] = tuple(np.random.get_state())
+    cuda: dict[str, Any] = {}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        cuda["torch_cuda"] = torch.cuda.get_rng_state_all()
     return {
         "python": random.getstate(),
         "numpy_legacy": {
@@ -82,12 +89,16 @@ def capture_rng(generators: Mapping[str, Generator] | None = None) -> dict[str, 
             "cached_gaussian": float(legacy[4]),
         },
         "torch": torch.get_rng_state(),
+        **cuda,
         "generators": {name: generator_state(gen) for name, gen in (generators or {}).items()},
     }
 
 
 def restore_rng(state: Mapping[str, Any], generators: Mapping[str, Generator] | None = None) -> None:
     """Restore a snapshot from :func:`capture_rng` into the global streams and the named generators (in place).
+
+    Saved CUDA generator states are restored where this process sees the same number of GPUs, and otherwise left
+    out (a run saved on a GPU and resumed on the CPU has no CUDA stream to continue).
 
     Raises:
         KeyError: The snapshot holds no state for one of ``generators``.
@@ -102,6 +113,9 @@ def restore_rng(state: Mapping[str, Any], generators: Mapping[str, Generator] | 
         (legacy.get("name", "MT19937"), keys, legacy["pos"], legacy["has_gauss"], legacy["cached_gaussian"])
     )
     torch.set_rng_state(state["torch"])
+    cuda = state.get("torch_cuda")
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     # Those older meta-training checkpoints also keep their one named generator at the top level.
     saved = state.get("generators", state)
     missing = sorted(set(generators or {}) - set(saved))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from rolloutlab.cli import app
@@ -38,7 +39,24 @@ CASES = [
     ("wordle bench --mode nope", "nope"),
     ("wordle bench --top-k 0", "top_k"),
     ("wordle serve --port -1", "--port"),
+    ("mbrl train --device tpu", "unknown device 'tpu'"),
+    ("rlvr train --device cuda:x", "unknown device 'cuda:x'"),
 ]
+#: Every trainer's ``--device cuda`` where torch has no CUDA: one line naming the reason. Left out where CUDA is
+#: present, since there these commands would start training.
+TRAINER_COMMANDS = [
+    "mbrl train",
+    "mbrl train --algo dyna --env CartPole-v1",
+    "mbrl train --algo pets",
+    "rlvr train",
+    "incontext train",
+    "incontext eval /nonexistent/checkpoint.pt",
+]
+if not torch.cuda.is_available():
+    CASES += [
+        (f"{command} --device cuda", "'--device': device 'cuda' asked for, but CUDA is not available")
+        for command in TRAINER_COMMANDS
+    ]
 
 
 @pytest.mark.parametrize(("command", "named"), CASES, ids=[c for c, _ in CASES])

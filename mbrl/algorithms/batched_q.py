@@ -83,7 +83,8 @@ class BatchedQNetwork(nn.Module):
         """Copy the weights of the runs selected by ``runs`` (``[B]`` bool) from ``source`` (a target-network sync
         for those runs only; the others keep theirs)."""
         for mine, theirs in zip(self.parameters(), source.parameters(), strict=True):
-            mine[runs] = theirs.detach()[runs]
+            selected = runs.to(mine.device)
+            mine[selected] = theirs.detach()[selected]
 
 
 def clip_grad_norm_per_run(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
@@ -94,7 +95,7 @@ def clip_grad_norm_per_run(params: Sequence[torch.Tensor], max_norm: float) -> t
     """
     grads = [p.grad for p in params if p.grad is not None]
     num_runs = grads[0].shape[0]
-    total = torch.zeros(num_runs, dtype=grads[0].dtype)
+    total = torch.zeros(num_runs, dtype=grads[0].dtype, device=grads[0].device)
     for g in grads:
         total += g.pow(2).reshape(num_runs, -1).sum(dim=1)
     norms = total.sqrt()
@@ -107,9 +108,10 @@ def clip_grad_norm_per_run(params: Sequence[torch.Tensor], max_norm: float) -> t
 class BatchedAdam:
     """Adam (Kingma & Ba 2015, as in ``torch.optim.Adam``) over parameters whose first axis indexes runs.
 
-    Each run has its own step count (``steps``, ``[B]`` float64), so runs that skipped updates get their own bias
-    corrections. The update is elementwise with per-run scalars, which makes run ``i``'s trajectory independent of the
-    other runs bit for bit (see :meth:`step`).
+    Each run has its own step count (``steps``, ``[B]`` float64, kept on the CPU whatever the parameters' device: the
+    bias corrections are computed from it in Python), so runs that skipped updates get their own bias corrections.
+    The update is elementwise with per-run scalars, which makes run ``i``'s trajectory independent of the other runs
+    bit for bit (see :meth:`step`).
 
     Args:
         params: Tensors of shape ``[B, ...]``.
@@ -151,22 +153,23 @@ class BatchedAdam:
         not finite.
 
         Args:
-            mask: ``[B]`` bool, the runs to update; ``None`` means every run.
+            mask: ``[B]`` bool (on any device), the runs to update; ``None`` means every run.
         """
         num_runs = self.steps.shape[0]
+        device = self.params[0].device
         if mask is None:
             active = torch.ones(num_runs, dtype=torch.bool)
         else:
-            active = torch.as_tensor(mask, dtype=torch.bool).reshape(num_runs)
+            active = torch.as_tensor(mask, dtype=torch.bool, device="cpu").reshape(num_runs)
         self.steps += active.double()
         beta1, beta2 = self.betas
         # Per-run bias corrections computed in Python doubles from each run's own count, exactly as torch.optim.Adam
         # computes its scalars, then rounded to float32 as torch does when it applies a scalar to a float32 tensor.
         # A masked run still at step 0 gets step 1's values: finite, and only used for results that are discarded.
         counts = [max(c, 1.0) for c in self.steps.tolist()]
-        step_size = torch.tensor([self.lr / (1 - beta1**c) for c in counts], dtype=torch.float32)
-        bias2_sqrt = torch.tensor([(1 - beta2**c) ** 0.5 for c in counts], dtype=torch.float32)
-        frozen = torch.nonzero(~active).flatten()
+        step_size = torch.tensor([self.lr / (1 - beta1**c) for c in counts], dtype=torch.float32, device=device)
+        bias2_sqrt = torch.tensor([(1 - beta2**c) ** 0.5 for c in counts], dtype=torch.float32, device=device)
+        frozen = torch.nonzero(~active).flatten().to(device)
         for p, m, v, denom, scaled in zip(
             self.params, self.exp_avg, self.exp_avg_sq, self._denom, self._scaled, strict=True
         ):
@@ -194,8 +197,8 @@ class BatchedAdam:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a snapshot made by :meth:`state_dict`."""
-        self.steps = state["steps"].clone()
+        """Restore a snapshot made by :meth:`state_dict` (moments copied onto the parameters' device)."""
+        self.steps = state["steps"].to("cpu", torch.float64).clone()
         for m, saved in zip(self.exp_avg, state["exp_avg"], strict=True):
             m.copy_(saved)
         for v, saved in zip(self.exp_avg_sq, state["exp_avg_sq"], strict=True):

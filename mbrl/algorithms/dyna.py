@@ -42,6 +42,7 @@ from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, TD_SAMPLE, RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
+from rolloutlab.device import resolve_device
 from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
 
 __all__ = ["FEEDBACK_KEYS", "ZOO_DQN", "BatchedDynaDQN", "DynaConfig", "dyna_model_config"]
@@ -155,6 +156,9 @@ class DynaConfig:
             ensemble disagreement along the chosen action's rollout exceeds ``lookahead_trust`` times the run's
             latest ``disagreement_mean`` (along on-policy model episodes): look ahead only where the model is about
             as sure as it usually is.
+        device: Where the Q-networks, their optimizer and the learned world models compute: ``cpu`` (the default,
+            the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
+            (:func:`rolloutlab.device.resolve_device`). Buffers, environments and every random draw stay on the CPU.
     """
 
     budget: int = 50_000
@@ -188,6 +192,7 @@ class DynaConfig:
     model_use: str = "dyna"
     lookahead_expectation: bool = False
     lookahead_trust: float = 0.0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         positive = ("budget", "phase_length", "model_train_freq", "rollout_freq", "train_freq", "batch_size")
@@ -301,14 +306,18 @@ class BatchedDynaDQN:
         model_cfg = ModelConfig(
             **{**asdict(cfg.model), "learned_termination": learned or cfg.model.learned_termination}
         )
+        self.device = resolve_device(cfg.device)
         self.models: list[Any] = [
-            override if override is not None else DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s)
+            override
+            if override is not None
+            else DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s, device=self.device)
             for override, s in zip(overrides, self.run_seeds, strict=True)
         ]
         self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
-        self.q = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
-        self.q_target = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds)
+        # Initialized on the CPU from each run's generator, then moved: the same initial weights on every device.
+        self.q = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds).to(self.device)
+        self.q_target = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds).to(self.device)
         self.q_target.load_state_dict(self.q.state_dict())
         self.q_target.requires_grad_(False)
         self.optimizer = BatchedAdam(list(self.q.parameters()), lr=cfg.learning_rate)
@@ -372,8 +381,8 @@ class BatchedDynaDQN:
             rngs: The generators of the lookahead's elite choices (``None``: the training generators). Evaluations
                 pass their own, so that evaluating never moves a training stream.
         """
-        q = self.q(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(1))
-        actions = q.argmax(dim=-1).squeeze(1).numpy()
+        q = self.q(self._tensor(obs, torch.float32).unsqueeze(1))
+        actions = q.argmax(dim=-1).squeeze(1).cpu().numpy()
         generators = self.rngs if rngs is None else rngs
         for i in self._lookahead_runs():
             if active is not None and not active[i]:
@@ -401,9 +410,13 @@ class BatchedDynaDQN:
     def _q_values(self, run: int) -> Callable[[np.ndarray], np.ndarray]:
         @torch.no_grad()
         def q_fn(obs: np.ndarray) -> np.ndarray:
-            return self.q.forward_run(run, torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            return self.q.forward_run(run, self._tensor(obs, torch.float32)).cpu().numpy()
 
         return q_fn
+
+    def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A numpy array as a tensor on the Q-networks' device."""
+        return torch.as_tensor(array, dtype=dtype, device=self.device)
 
     def _lookahead_runs(self) -> list[int]:
         if self.cfg.model_use != "lookahead":
@@ -426,18 +439,22 @@ class BatchedDynaDQN:
     def _dqn_update(self, batch: Transitions, mask: np.ndarray | None = None) -> None:
         """One DQN update of every run selected by ``mask`` (``[B]`` bool, ``None``: all) on its own minibatch
         (``batch`` arrays ``[B, n, ...]``); other runs are left exactly as they were."""
-        obs_t = torch.as_tensor(batch.obs)
+        obs_t = self._tensor(batch.obs)
         with torch.no_grad():
-            next_q = self.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values
-            not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
+            next_q = self.q_target(self._tensor(batch.next_obs)).max(dim=-1).values
+            not_done = 1.0 - self._tensor(batch.terminated, torch.float32)
             # gamma ** n for an n-step imagined transition (model value expansion); exactly gamma for one step.
-            discount = torch.as_tensor(np.power(self.cfg.gamma, batch.steps), dtype=torch.float32)
-            target = torch.as_tensor(batch.reward) + not_done * discount * next_q
-        q = self.q(obs_t).gather(-1, torch.as_tensor(batch.action).unsqueeze(-1)).squeeze(-1)
+            discount = self._tensor(np.power(self.cfg.gamma, batch.steps), torch.float32)
+            target = self._tensor(batch.reward) + not_done * discount * next_q
+        q = self.q(obs_t).gather(-1, self._tensor(batch.action).unsqueeze(-1)).squeeze(-1)
         per_run = F.smooth_l1_loss(q, target, reduction="none").mean(dim=1)
         mask_t = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
         # Each run's loss touches only its own parameters, so summing keeps the gradients independent.
-        loss = per_run.sum() if mask_t is None else torch.where(mask_t, per_run, torch.zeros_like(per_run)).sum()
+        loss = (
+            per_run.sum()
+            if mask_t is None
+            else torch.where(mask_t.to(self.device), per_run, torch.zeros_like(per_run)).sum()
+        )
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         clip_grad_norm_per_run(self.optimizer.params, self.cfg.max_grad_norm)
@@ -531,8 +548,8 @@ class BatchedDynaDQN:
 
         @torch.no_grad()
         def act(obs: np.ndarray) -> np.ndarray:
-            q = self.q.forward_run(run, torch.as_tensor(obs, dtype=torch.float32))
-            actions = q.argmax(dim=-1).numpy()
+            q = self.q.forward_run(run, self._tensor(obs, torch.float32))
+            actions = q.argmax(dim=-1).cpu().numpy()
             if epsilon > 0:
                 explore = rng.random(actions.shape[0]) < epsilon
                 actions = np.where(explore, rng.integers(0, self.num_actions, size=actions.shape[0]), actions)
@@ -706,11 +723,11 @@ class BatchedDynaDQN:
             ]
         )
         batch = self.real.gather(idx)
-        q = self.q(torch.as_tensor(batch.obs)).gather(-1, torch.as_tensor(batch.action).unsqueeze(-1)).squeeze(-1)
-        next_q = self.q_target(torch.as_tensor(batch.next_obs)).max(dim=-1).values
-        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
-        target = torch.as_tensor(batch.reward) + not_done * self.cfg.gamma * next_q
-        return (q - target).abs().mean(dim=1).double().numpy()
+        q = self.q(self._tensor(batch.obs)).gather(-1, self._tensor(batch.action).unsqueeze(-1)).squeeze(-1)
+        next_q = self.q_target(self._tensor(batch.next_obs)).max(dim=-1).values
+        not_done = 1.0 - self._tensor(batch.terminated, torch.float32)
+        target = self._tensor(batch.reward) + not_done * self.cfg.gamma * next_q
+        return (q - target).abs().mean(dim=1).double().cpu().numpy()
 
     def _feedback(self) -> list[dict[str, float]]:
         """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit."""

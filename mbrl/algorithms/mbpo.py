@@ -47,6 +47,7 @@ from mbrl.termination import termination_fn
 from meta.controllers import make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
+from rolloutlab.device import resolve_device
 from rolloutlab.logs import make_logger
 from rolloutlab.run_state import EpisodeReplay, capture_rng, capture_sac, restore_rng, restore_sac
 from rolloutlab.runs import make_run_dir, write_result
@@ -109,6 +110,10 @@ class MBPOConfig:
         eval_episodes: Episodes per evaluation.
         checkpoint_every: Env steps between whole-run checkpoints (0: only at the end).
         log_every: Env steps between logger dumps.
+        device: Where SAC's networks, the world model and the imagined rollouts compute: ``cpu`` (the default, the
+            tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
+            (:func:`rolloutlab.device.resolve_device`). Buffers and environments stay on the CPU; SAC's batches are
+            moved to the device by SB3.
         sac: Policy-learner settings.
         model: World-model settings.
     """
@@ -130,6 +135,7 @@ class MBPOConfig:
     eval_episodes: int = 5
     checkpoint_every: int = 1_000
     log_every: int = 1_000
+    device: str = "cpu"
     sac: SACConfig = field(default_factory=SACConfig)
     model: ModelConfig = field(default_factory=_mbpo_model_config)
 
@@ -176,6 +182,7 @@ class MBPO:
                 f"{cfg.total_steps}, {cfg.updates_per_step}, {cfg.eval_every}, {cfg.checkpoint_every}"
             )
         self.cfg = cfg
+        self.device = resolve_device(cfg.device)  # before the run directory: a refused device leaves nothing behind
         self.run_dir = (
             Path(run_dir) if run_dir is not None else make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, config=cfg)
         )
@@ -199,7 +206,7 @@ class MBPO:
         if done_fn is None and not model_cfg.learned_termination:
             # No known termination rule for this env: learn one with the model instead of assuming none.
             model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
-        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed)
+        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed, device=self.device)
         self.model_env = ModelEnv(self.model, done_fn, self.obs_dim, (self.act_dim,), np.float32)
         self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
         self.model_buffer = ModelBuffer(cfg.model_retain_epochs, self.obs_dim, self.act_dim)
@@ -218,11 +225,11 @@ class MBPO:
             ent_coef=ent_coef,
             policy_kwargs={"net_arch": list(cfg.sac.net_arch)},
             seed=cfg.seed,
-            device="cpu",
+            device=self.device,
             verbose=0,
         )
         self.sac.replay_buffer = MixedReplayBuffer(
-            self.real, self.model_buffer, cfg.real_ratio, obs_space, act_space, self.rng, device="cpu"
+            self.real, self.model_buffer, cfg.real_ratio, obs_space, act_space, self.rng, device=self.device
         )
         self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
         self.sac.set_logger(self.logger)
@@ -337,14 +344,17 @@ class MBPO:
             return math.nan
         rng = np.random.default_rng([self.cfg.seed, 104_729, self.decided_epoch])
         batch = self.real.take(rng.choice(size, min(size, TD_SAMPLE), replace=False))
-        obs = torch.as_tensor(batch.obs, dtype=torch.float32)
-        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32)
-        action = torch.as_tensor(self.sac.policy.scale_action(batch.action.astype(np.float32)), dtype=torch.float32)
+
+        def tensor(array: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(array, dtype=torch.float32, device=self.device)
+
+        obs, next_obs = tensor(batch.obs), tensor(batch.next_obs)
+        action = tensor(self.sac.policy.scale_action(batch.action.astype(np.float32)))
         q = self.sac.critic(obs, action)[0].squeeze(-1)
         next_action = self.sac.actor(next_obs, deterministic=True)
         next_q = torch.min(torch.cat(self.sac.critic_target(next_obs, next_action), dim=1), dim=1).values
-        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
-        target = torch.as_tensor(batch.reward, dtype=torch.float32) + not_done * self.cfg.sac.gamma * next_q
+        not_done = 1.0 - tensor(batch.terminated)
+        target = tensor(batch.reward) + not_done * self.cfg.sac.gamma * next_q
         return float((q - target).abs().mean())
 
     def _model_errors(self) -> dict[str, float]:
@@ -564,8 +574,15 @@ class MBPO:
         return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
 
     @classmethod
-    def resume(cls, run_dir: str | Path, logger: Logger | None = None) -> MBPO:
+    def resume(cls, run_dir: str | Path, logger: Logger | None = None, device: str | None = None) -> MBPO:
         """Rebuild a run from ``run_dir/config.yaml`` and its latest checkpoint; :meth:`learn` then continues it.
+
+        Args:
+            run_dir: The run's directory.
+            logger: As for the constructor.
+            device: Continue on this device instead of the saved one (a run checkpointed on a GPU continues on a
+                machine without one). The resumed run is exact on the device it was saved from; on another device
+                the arithmetic, and SAC's action noise (drawn from the device's generator), differ.
 
         Raises:
             rolloutlab.checkpoint.CheckpointError: No readable MBPO checkpoint in ``run_dir``.
@@ -573,6 +590,8 @@ class MBPO:
         run_dir = Path(run_dir)
         envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(MBPOConfig, envelope["config"])
+        if device is not None:
+            cfg = dataclasses.replace(cfg, device=device)
         # make_logger keeps the interrupted session's progress.csv as progress.N.csv (SB3's writer would truncate it).
         run = cls(cfg, run_dir=run_dir, logger=logger)
         run.load_state_dict(envelope["state"])

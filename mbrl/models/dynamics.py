@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.termination_head import TerminationHead
+from rolloutlab.device import resolve_device
 from rolloutlab.run_state import generator_state, set_generator_state
 
 #: MBPO's per-layer L2 weight decay for its 4 hidden layers + output layer (reference implementation, ``bnn.py``).
@@ -150,9 +151,24 @@ class DynamicsModel:
         discrete_actions: Whether actions are integer indices.
         cfg: Architecture and training settings.
         seed: Seeds the initialization and the model's own generator for holdout splits and bootstrap draws.
+        device: Where the networks live and compute (:func:`rolloutlab.device.resolve_device` spellings). Inputs and
+            outputs stay numpy: inputs are moved to the device, results come back to the CPU. The initialization
+            and every random draw (holdout split, bootstrap, minibatch order, elite choice, sampling noise) come
+            from CPU generators, so they are the same on every device.
+
+    Attributes:
+        device: The resolved device.
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, discrete_actions: bool, cfg: ModelConfig, seed: int = 0) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        discrete_actions: bool,
+        cfg: ModelConfig,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
         if cfg.max_train_steps is not None and cfg.max_train_steps < 1:
             raise ValueError(f"ModelConfig.max_train_steps must be >= 1 or None, got {cfg.max_train_steps}")
         if cfg.patience_steps < 0 or cfg.min_train_steps < 0:
@@ -162,15 +178,19 @@ class DynamicsModel:
             )
         self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
         self.cfg = cfg
+        self.device = resolve_device(device)
         in_dim, out_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
         decays = cfg.weight_decays if cfg.weight_decays is not None else default_weight_decays(cfg.num_layers)
+        # Built (and so initialized) on the CPU, then moved: the same initial weights on every device.
         self.ensemble = GaussianEnsemble(
             in_dim, out_dim, cfg.ensemble_size, cfg.hidden_size, cfg.num_layers, decays, cfg.num_elites, seed=seed
-        )
+        ).to(self.device)
         self.termination: TerminationHead | None = None
         if cfg.learned_termination:
             generator = torch.Generator().manual_seed(int(seed) + 1)
-            self.termination = TerminationHead(cfg.ensemble_size, in_dim, cfg.termination_hidden_size, generator)
+            self.termination = TerminationHead(cfg.ensemble_size, in_dim, cfg.termination_hidden_size, generator).to(
+                self.device
+            )
         self.input_normalizer = Normalizer(in_dim)
         self.output_normalizer = Normalizer(out_dim)
         self._rng = np.random.default_rng(seed)
@@ -192,6 +212,10 @@ class DynamicsModel:
         else:
             act = np.asarray(actions, dtype=np.float64).reshape(obs.shape[0], self.action_dim)
         return np.concatenate([obs, act], axis=1)
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A numpy array as a tensor on the model's device (same dtype)."""
+        return torch.as_tensor(array, device=self.device)
 
     def _weights(self) -> dict[str, Any]:
         return {
@@ -297,9 +321,9 @@ class DynamicsModel:
 
         def tensors(idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             # Reads the normalizers at call time, so after a fallback it standardizes with the restored statistics.
-            x = self.input_normalizer.normalize(torch.as_tensor(x_np[idx])).float()
-            y = self.output_normalizer.normalize(torch.as_tensor(y_np[idx])).float()
-            return x, y, torch.as_tensor(t_np[idx]).float()
+            x = self.input_normalizer.normalize(self._tensor(x_np[idx])).float()
+            y = self.output_normalizer.normalize(self._tensor(y_np[idx])).float()
+            return x, y, self._tensor(t_np[idx]).float()
 
         x_tr, y_tr, t_tr = tensors(train_idx)
         x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else (x_tr, y_tr, t_tr)
@@ -311,7 +335,7 @@ class DynamicsModel:
         best_state = {name: p.detach().clone() for name, p in member_params.items()}
         # Fresh best scores: the warm-started weights were trained under the previous normalizer, so their score is
         # no baseline for this fit; the first epoch's holdout score is (every member "improves" on +inf).
-        best_mse = torch.full((cfg.ensemble_size,), math.inf)
+        best_mse = torch.full((cfg.ensemble_size,), math.inf, device=self.device)
         n_train = x_tr.shape[0]
         e = cfg.ensemble_size
         if cfg.bootstrap:
@@ -331,7 +355,7 @@ class DynamicsModel:
                     break
                 steps_taken += 1
                 epoch_steps += 1
-                batch = torch.as_tensor(member_idx[:, start : start + cfg.batch_size])
+                batch = self._tensor(member_idx[:, start : start + cfg.batch_size])
                 xb, yb = x_tr[batch], y_tr[batch]
                 loss = self.ensemble.loss(xb, yb)
                 if self.termination is not None:
@@ -423,28 +447,28 @@ class DynamicsModel:
         """
         obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
         n = obs64.shape[0]
-        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        x = self.input_normalizer.normalize(self._tensor(self._inputs(obs64, actions))).float()
         mean, logvar = self.ensemble(x)
         elites = self.ensemble.elite_idx
         elite_mean, elite_logvar = mean[elites], logvar[elites]
         disagreement = elite_mean.std(dim=0, unbiased=False).mean(dim=-1)
-        choice = torch.as_tensor(rng.integers(0, elites.numel(), size=n))
-        rows = torch.arange(n)
+        choice = self._tensor(rng.integers(0, elites.numel(), size=n))
+        rows = torch.arange(n, device=self.device)
         y = elite_mean[choice, rows].double()
         if not deterministic:
-            noise = torch.as_tensor(rng.standard_normal(y.shape))
+            noise = self._tensor(rng.standard_normal(y.shape))
             y = y + torch.exp(0.5 * elite_logvar[choice, rows].double()) * noise
         y = self.output_normalizer.denormalize(y)
-        y_np = y.numpy()
+        y_np = y.cpu().numpy()
         terminated_prob = None
         if self.termination is not None:
             logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))[elites]
-            terminated_prob = torch.sigmoid(logits[choice, rows]).double().numpy()
+            terminated_prob = torch.sigmoid(logits[choice, rows]).double().cpu().numpy()
         return ModelStep(
             next_obs=obs64 + y_np[:, 1:],
             reward=y_np[:, 0].copy(),
             terminated_prob=terminated_prob,
-            disagreement=disagreement.double().numpy(),
+            disagreement=disagreement.double().cpu().numpy(),
             finite=np.isfinite(y_np).all(axis=1),
         )
 
@@ -487,14 +511,14 @@ class DynamicsModel:
             raise ValueError(f"member indices must lie in [0, {k}), got [{members.min()}, {members.max()}]")
         if not deterministic and rng is None:
             raise ValueError("predict_members needs an rng unless deterministic=True")
-        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        x = self.input_normalizer.normalize(self._tensor(self._inputs(obs64, actions))).float()
         if n % k == 0 and np.array_equal(members, np.repeat(np.arange(k), n // k)):
             # Rows already in equal blocks per member (how a TS-inf planner lays out its particles): a reshape.
             mean, logvar = self.ensemble(x.reshape(k, n // k, -1), self.ensemble.elite_idx)
             y = mean.reshape(n, -1).double()
             if not deterministic:
                 assert rng is not None
-                noise = torch.as_tensor(rng.standard_normal(y.shape))
+                noise = self._tensor(rng.standard_normal(y.shape))
                 y = y + torch.exp(0.5 * logvar.reshape(n, -1).double()) * noise
         else:
             # Group the rows by member into [K, M, in] (M = the largest group; shorter groups padded with zeros).
@@ -504,22 +528,23 @@ class DynamicsModel:
             slot = np.arange(n) - (np.cumsum(counts) - counts)[grouped]
             width = int(counts.max()) if n else 0
             xg = x.new_zeros((k, width, x.shape[1]))
-            g_t, s_t = torch.as_tensor(grouped), torch.as_tensor(slot)
-            xg[g_t, s_t] = x[torch.as_tensor(order)]
+            g_t, s_t, order_t = self._tensor(grouped), self._tensor(slot), self._tensor(order)
+            xg[g_t, s_t] = x[order_t]
             mean, logvar = self.ensemble(xg, self.ensemble.elite_idx)
             y_sorted = mean[g_t, s_t].double()
             if not deterministic:
                 assert rng is not None
-                noise = torch.as_tensor(rng.standard_normal(y_sorted.shape))
+                noise = self._tensor(rng.standard_normal(y_sorted.shape))
                 y_sorted = y_sorted + torch.exp(0.5 * logvar[g_t, s_t].double()) * noise
             y = torch.empty_like(y_sorted)
-            y[torch.as_tensor(order)] = y_sorted
-        y_np = self.output_normalizer.denormalize(y).numpy()
+            y[order_t] = y_sorted
+        y_np = self.output_normalizer.denormalize(y).cpu().numpy()
         terminated_prob = None
         if self.termination is not None:
             logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
-            member_ids = self.ensemble.elite_idx[torch.as_tensor(members)]
-            terminated_prob = torch.sigmoid(logits[member_ids, torch.arange(n)]).double().numpy()
+            member_ids = self.ensemble.elite_idx[self._tensor(members)]
+            rows = torch.arange(n, device=self.device)
+            terminated_prob = torch.sigmoid(logits[member_ids, rows]).double().cpu().numpy()
         return ModelStep(
             next_obs=obs64 + y_np[:, 1:],
             reward=y_np[:, 0].copy(),
@@ -536,18 +561,18 @@ class DynamicsModel:
         denormalized means. ``disagreement`` is the elites' spread, as in :meth:`predict`.
         """
         obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
-        x = self.input_normalizer.normalize(torch.as_tensor(self._inputs(obs64, actions))).float()
+        x = self.input_normalizer.normalize(self._tensor(self._inputs(obs64, actions))).float()
         mean, _ = self.ensemble(x, self.ensemble.elite_idx)
-        y_np = self.output_normalizer.denormalize(mean.double().mean(dim=0)).numpy()
+        y_np = self.output_normalizer.denormalize(mean.double().mean(dim=0)).cpu().numpy()
         terminated_prob = None
         if self.termination is not None:
             logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
-            terminated_prob = torch.sigmoid(logits[self.ensemble.elite_idx]).double().mean(dim=0).numpy()
+            terminated_prob = torch.sigmoid(logits[self.ensemble.elite_idx]).double().mean(dim=0).cpu().numpy()
         return ModelStep(
             next_obs=obs64 + y_np[:, 1:],
             reward=y_np[:, 0].copy(),
             terminated_prob=terminated_prob,
-            disagreement=mean.std(dim=0, unbiased=False).mean(dim=-1).double().numpy(),
+            disagreement=mean.std(dim=0, unbiased=False).mean(dim=-1).double().cpu().numpy(),
             finite=np.isfinite(y_np).all(axis=1),
         )
 

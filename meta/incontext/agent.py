@@ -70,6 +70,10 @@ class Batch:
     mask: torch.Tensor
     start: torch.Tensor
 
+    def to(self, device: torch.device) -> Batch:
+        """The same windows on ``device``."""
+        return Batch(*(t.to(device) for t in (self.obs, self.actions, self.rewards, self.dones, self.mask, self.start)))
+
 
 def multi_gamma_targets(
     rewards: torch.Tensor, dones: torch.Tensor, next_values: torch.Tensor, gammas: torch.Tensor
@@ -131,6 +135,11 @@ class InContextAgent(nn.Module):
         self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
         self.register_buffer("bins", torch.linspace(-config.bin_range, config.bin_range, config.n_bins))
 
+    @property
+    def device(self) -> torch.device:
+        """Where the agent's parameters live."""
+        return self.bins.device
+
     # ----------------------------------------------------------------------------------------------- forward passes
     def encode(self, obs: torch.Tensor, state: Any = None, start: torch.Tensor | int = 0) -> tuple[torch.Tensor, Any]:
         """Sequence outputs ``(B, T, d)`` for RL^2 inputs ``(B, T, D)``, plus the encoder's new state."""
@@ -189,7 +198,8 @@ class InContextAgent(nn.Module):
         index = batch.actions[:, :, None, None, None, None].expand(*online.shape[:4], 1, online.shape[-1])
         taken = online.gather(4, index).squeeze(4)  # (B, T, K, G, N)
         with torch.no_grad():
-            subset = torch.randperm(cfg.n_critics, generator=generator)[: cfg.critic_subset]
+            # Drawn from the (CPU) generator, then moved: the same critics on every device.
+            subset = torch.randperm(cfg.n_critics, generator=generator)[: cfg.critic_subset].to(features.device)
             next_q = self.q_values(features[:, 1:].detach(), self.target_critics, subset).min(dim=2).values
             next_pi = torch.softmax(logits[:, 1:].detach(), dim=-1)
             next_v = (next_pi * next_q).sum(-1)  # (B, T, G)

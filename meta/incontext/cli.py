@@ -7,9 +7,21 @@ from typing import Annotated
 
 import typer
 
+from rolloutlab.device import DEVICE_HELP, device_option
+
 app = typer.Typer(
     help="In-context RL (AMAGO-style transformer) on bandits, T-maze and dark key-door.", no_args_is_help=True
 )
+
+
+def _check_device(device: str) -> None:
+    """Refuse a saved or preset device this machine lacks (a run saved on a GPU, resumed where there is none)."""
+    from rolloutlab.device import DeviceError, resolve_device
+
+    try:
+        resolve_device(device)
+    except DeviceError as exc:
+        raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
 
 
 @app.command()
@@ -25,9 +37,12 @@ def train(
     encoder: Annotated[str | None, typer.Option(help="transformer, gru or memory_free.")] = None,
     run_dir: Annotated[
         Path | None,
-        typer.Option(help="Resume this run directory (its saved settings; --steps/--minutes may extend it)."),
+        typer.Option(
+            help="Resume this run directory (its saved settings; --steps/--minutes may extend it, --device move it)."
+        ),
     ] = None,
     runs_root: Annotated[Path, typer.Option(help="Parent of new run directories.")] = Path("runs"),
+    device: Annotated[str | None, typer.Option(help=DEVICE_HELP, callback=device_option)] = None,
 ) -> None:
     """Train the agent; checkpoints go to the run directory, and re-running with --run-dir resumes after a kill."""
     from meta.incontext.config import TrainConfig, with_saved_defaults
@@ -45,6 +60,7 @@ def train(
         ("n_arms", n_arms),
         ("horizon", horizon),
         ("corridor_length", corridor),
+        ("device", device),
     ):
         if value is not None:
             overrides[key] = value
@@ -53,9 +69,11 @@ def train(
         resuming = checkpoint is not None and checkpoint.exists() and config is None
         if resuming:
             assert checkpoint is not None
-            # Resuming: the run's own saved settings (networks must match the checkpoint); only the budget can change.
+            # Resuming: the run's own saved settings (networks must match the checkpoint); only the budget and where it
+            # computes can change.
             saved = with_saved_defaults(load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["config"])
-            budget: dict[str, object] = {k: overrides[k] for k in ("total_env_steps", "max_minutes") if k in overrides}
+            movable = ("total_env_steps", "max_minutes", "device")
+            budget: dict[str, object] = {k: overrides[k] for k in movable if k in overrides}
             cfg = from_dict(TrainConfig, {**saved, **budget})
         elif config is not None:
             cfg = load_yaml(TrainConfig, config, overrides)
@@ -65,6 +83,7 @@ def train(
             cfg = from_dict(TrainConfig, {**to_dict(cfg), "agent": {**to_dict(cfg.agent), "encoder": encoder}})
     except (ConfigError, CheckpointError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--task/--config/--run-dir") from exc
+    _check_device(cfg.device)
     if run_dir is None:
         run_dir = make_run_dir(f"incontext-{cfg.task}", cfg.seed, runs_root, cfg)
     trainer = InContextTrainer(cfg, run_dir, resume=True, progress=True)
@@ -82,18 +101,24 @@ def evaluate(
     checkpoint: Annotated[Path, typer.Argument(help="checkpoint.pt of a training run.")],
     tasks: Annotated[int, typer.Option(min=1, help="Evaluation tasks.")] = 200,
     greedy: Annotated[bool, typer.Option(help="Argmax actions (--no-greedy samples from the policy).")] = True,
+    device: Annotated[
+        str | None, typer.Option(help=f"{DEVICE_HELP} Default: where the run trained.", callback=device_option)
+    ] = None,
 ) -> None:
     """Evaluate a trained agent on the shared evaluation tasks."""
     from meta.incontext.trainer import evaluate_agent, load_agent
     from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.device import DeviceError
     from rolloutlab.statistics import mean_with_stderr
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
     try:
-        agent, cfg = load_agent(checkpoint)
+        agent, cfg = load_agent(checkpoint, device=device)
     except CheckpointError as exc:
         raise typer.BadParameter(str(exc), param_hint="CHECKPOINT") from exc
+    except DeviceError as exc:  # the device it trained on is not here
+        raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
     returns = evaluate_agent(agent, cfg, tasks, greedy=greedy)
     mean, stderr = mean_with_stderr(returns)
     typer.echo(f"{cfg.task}: mean return {mean:.3f} ± {stderr:.3f} over {tasks} tasks")

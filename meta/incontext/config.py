@@ -97,6 +97,10 @@ class TrainConfig:
         eval_every_steps: Evaluate after this many environment steps (and at the end).
         stop_at_return: Stop early once an evaluation reaches this mean return (``None``: never).
         checkpoint_every: Save a checkpoint every this many collection iterations.
+        device: Where the agent acts and trains: ``cpu`` (the default, the tested path of every committed result),
+            ``cuda``, ``cuda:N`` or ``auto`` (:func:`rolloutlab.device.resolve_device`). Replay, environments and
+            every random draw stay on the CPU (policy samples come from the trainer's CPU generator), so a run's
+            random stream, and its checkpoint, do not depend on the device.
         agent: Network and loss.
     """
 
@@ -121,6 +125,7 @@ class TrainConfig:
     eval_every_steps: int = 20_000
     stop_at_return: float | None = None
     checkpoint_every: int = 5
+    device: str = "cpu"
     agent: AgentConfig = field(default_factory=AgentConfig)
 
     def __post_init__(self) -> None:

@@ -28,7 +28,7 @@ def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
         Float tensor of shape ``(time, d_model)``.
     """
     half = d_model // 2
-    freqs = torch.exp(-math.log(10_000.0) * torch.arange(half, dtype=torch.float32) / half)
+    freqs = torch.exp(-math.log(10_000.0) * torch.arange(half, dtype=torch.float32, device=positions.device) / half)
     angles = positions.to(torch.float32)[:, None] * freqs[None, :]
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
 
@@ -225,8 +225,8 @@ class GRUTrajEncoder(nn.Module):
         self.norm = nn.LayerNorm(d_model)
 
     def init_state(self, batch: int) -> torch.Tensor:
-        """A zero hidden state for ``batch`` rollouts."""
-        return torch.zeros(1, batch, self.gru.hidden_size)
+        """A zero hidden state for ``batch`` rollouts (on the GRU's device)."""
+        return torch.zeros(1, batch, self.gru.hidden_size, device=self.norm.weight.device)
 
     def forward(
         self, x: torch.Tensor, state: torch.Tensor | None = None, start: torch.Tensor | int = 0

@@ -8,6 +8,7 @@ the run directory's ``checkpoint.pt`` after a kill, collecting the same tasks it
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import make_task_env, task_env_fns
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import to_dict
+from rolloutlab.device import resolve_device
 from rolloutlab.logs import make_logger
 from rolloutlab.run_state import capture_rng, restore_rng
 from rolloutlab.seeding import seed_everything
@@ -59,9 +61,11 @@ def run_rollouts(
         seeds: One task seed per copy.
         epsilons: ``(n_envs,)`` exploration rates, or ``None`` for greedy evaluation.
         rng: Draws the epsilon coin flips and random actions.
-        generator: Torch generator for policy sampling.
+        generator: Torch generator for policy sampling; actions are drawn on its device (a CPU generator gives the
+            same draws whatever the agent's device).
     """
     agent.eval()
+    device = agent.device
     n_envs = venv.num_envs
     obs, _ = venv.reset(seed=seeds)  # type: ignore[arg-type]  # a list seeds each copy
     n_actions = int(venv.single_action_space.n)  # type: ignore[attr-defined]
@@ -71,11 +75,14 @@ def run_rollouts(
     ]
     active = np.ones(n_envs, dtype=bool)
     while active.any():
-        logits, state = agent.act_logits(torch.as_tensor(obs, dtype=torch.float32), state)
+        logits, state = agent.act_logits(torch.as_tensor(obs, dtype=torch.float32, device=device), state)
         if epsilons is None:
-            actions = logits.argmax(-1).numpy()
+            actions = logits.argmax(-1).cpu().numpy()
         else:
-            actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(-1).numpy()
+            probs = torch.softmax(logits, -1)
+            if generator is not None:
+                probs = probs.to(generator.device)
+            actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1).cpu().numpy()
             explore = rng.random(n_envs) < epsilons
             actions = np.where(explore, rng.integers(0, n_actions, size=n_envs), actions)
         obs, rewards, terminated, truncated, _ = venv.step(actions)
@@ -120,7 +127,9 @@ class InContextTrainer:
         self.n_actions = int(probe.action_space.n)  # type: ignore[attr-defined]
         probe.close()
         self.venv = gym.vector.SyncVectorEnv(task_env_fns(config.task, config.n_envs, **kwargs))
-        self.agent = InContextAgent(self.input_dim, self.n_actions, config.agent)
+        self.device = resolve_device(config.device)
+        # Initialized on the CPU (from the seeded global generator), then moved: the same weights on every device.
+        self.agent = InContextAgent(self.input_dim, self.n_actions, config.agent).to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.agent.optimized_parameters(), lr=config.agent.lr, weight_decay=config.agent.weight_decay
         )
@@ -164,7 +173,7 @@ class InContextTrainer:
         info: dict[str, float] = {}
         start = time.perf_counter()
         for _ in range(n_updates):
-            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng)
+            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng).to(self.device)
             loss, info = self.agent.loss(batch, self.generator)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -313,12 +322,19 @@ def evaluate_agent(
     return np.asarray(returns)
 
 
-def load_agent(path: Path) -> tuple[InContextAgent, TrainConfig]:
-    """Rebuild the agent and its config from a trainer checkpoint (for ``rolloutlab incontext eval``)."""
+def load_agent(path: Path, device: str | None = None) -> tuple[InContextAgent, TrainConfig]:
+    """Rebuild the agent and its config from a trainer checkpoint (for ``rolloutlab incontext eval``).
+
+    Args:
+        path: The trainer's ``checkpoint.pt``.
+        device: Where to put the agent (``None``: the device the run trained on).
+    """
     from rolloutlab.config import from_dict
 
     envelope = load_checkpoint(path, kind=CHECKPOINT_KIND)
     config = from_dict(TrainConfig, with_saved_defaults(envelope["config"]))
+    if device is not None:
+        config = dataclasses.replace(config, device=device)
     probe = make_task_env(config.task, **task_kwargs(config))
     agent = InContextAgent(
         int(np.prod(probe.observation_space.shape)),  # type: ignore[arg-type]
@@ -327,4 +343,4 @@ def load_agent(path: Path) -> tuple[InContextAgent, TrainConfig]:
     )
     probe.close()
     agent.load_state_dict(envelope["state"]["agent"])
-    return agent, config
+    return agent.to(resolve_device(config.device)), config

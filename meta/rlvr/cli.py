@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from rolloutlab.device import DEVICE_HELP, device_option
+
 app = typer.Typer(help="RLVR: adaptive per-prompt rollout allocation for GRPO on verifiable arithmetic.")
 
 
@@ -64,6 +66,7 @@ def train(
     resume: Annotated[
         Path | None, typer.Option(help="Continue the run in this directory to its original step budget.")
     ] = None,
+    device: Annotated[str | None, typer.Option(help=DEVICE_HELP, callback=device_option)] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar (stderr).")] = True,
 ) -> None:
     """Run GRPO with one allocator from an SFT checkpoint in a run directory (or resume one with --resume RUN_DIR).
@@ -74,6 +77,7 @@ def train(
     from meta.rlvr.run import GRPORun, load_run_config
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError
+    from rolloutlab.device import DeviceError
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
@@ -93,14 +97,17 @@ def train(
         }
         given = [name for name, value in settings.items() if value is not None]
         if given:
-            # A resumed run must end as the uninterrupted one would: its settings are the saved ones.
+            # A resumed run must end as the uninterrupted one would: its settings are the saved ones. Only where it
+            # computes may change (--device), so that a run saved on a GPU can go on without one.
             raise typer.BadParameter(
                 f"--resume continues a run with its saved config; drop {', '.join(given)}", param_hint="--resume"
             )
         try:
-            run = GRPORun.resume(resume, progress=progress, echo=typer.echo)
+            run = GRPORun.resume(resume, device=device, progress=progress, echo=typer.echo)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        except DeviceError as exc:  # the device the run was saved on is not here
+            raise typer.BadParameter(f"{exc}; continue it elsewhere with --device", param_hint="--device") from exc
         typer.echo(f"resumed {run.run_dir} at step {run.trainer.num_steps} of {run.cfg.steps}")
     else:
         run_flags = {
@@ -110,7 +117,13 @@ def train(
             "eval_every": eval_every,
             "checkpoint_every": checkpoint_every,
         }
-        grpo_flags = {"prompts_per_step": prompts_per_step, "lr": lr, "minibatches": minibatches, "seed": seed}
+        grpo_flags = {
+            "prompts_per_step": prompts_per_step,
+            "lr": lr,
+            "minibatches": minibatches,
+            "seed": seed,
+            "device": device,
+        }
         overrides: dict[str, Any] = {k: v for k, v in run_flags.items() if v is not None}
         overrides["grpo"] = {k: v for k, v in grpo_flags.items() if v is not None}
         try:
@@ -121,6 +134,8 @@ def train(
             run = GRPORun.start(cfg, root=out or Path("runs"), progress=progress, echo=typer.echo)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--checkpoint") from exc
+        except DeviceError as exc:  # a preset's device that this machine lacks
+            raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--allocator/--config") from exc
         typer.echo(f"run directory {run.run_dir}")

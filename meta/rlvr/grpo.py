@@ -52,6 +52,7 @@ from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
 from meta.rlvr.vocab import CharVocab
+from rolloutlab.device import resolve_device
 from rolloutlab.run_state import capture_rng, restore_rng
 
 LossKind = Literal["sequence", "dapo", "dr_grpo"]
@@ -97,6 +98,10 @@ class GRPOConfig:
         max_grad_norm: Gradient clipping.
         reuse_capacity: Correct responses kept per prompt when the allocator asks for reuse.
         seed: Seed for prompt order and sampling.
+        device: Where the policy (and the KL reference) runs and trains: ``cpu`` (the default, the tested path of
+            every committed result), ``cuda``, ``cuda:N`` or ``auto`` (:func:`rolloutlab.device.resolve_device`).
+            The trainer moves the model there. Tokens are still drawn from the trainer's CPU generator, so the
+            sampling stream, and the checkpointed generator state, do not depend on the device.
     """
 
     prompts_per_step: int = 16
@@ -113,6 +118,7 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     reuse_capacity: int = 4
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.advantage not in ("grpo", "dr_grpo"):
@@ -225,7 +231,8 @@ class GRPOTrainer:
     """GRPO with a pluggable per-prompt allocator.
 
     Args:
-        model: Causal LM (Hugging Face ``PreTrainedModel`` or a module with the same forward).
+        model: Causal LM (Hugging Face ``PreTrainedModel`` or a module with the same forward); moved to
+            ``config.device`` here.
         vocab: Encodes prompts, decodes completions.
         tasks: Training prompt pool, visited in shuffled epochs.
         allocator: Decides responses per prompt (and stages, dropping, reuse).
@@ -254,7 +261,8 @@ class GRPOTrainer:
             raise ValueError("the task pool is empty")
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
-        self.model = model
+        self.device = resolve_device(self.cfg.device)
+        self.model = model.to(self.device)
         self.vocab = vocab
         self.tasks = list(tasks)
         self.allocator = allocator
@@ -412,8 +420,8 @@ class GRPOTrainer:
             return 1.0 - self.cfg.clip_low, 1.0 + self.cfg.clip_high
         return self.clip_controller.decide(
             {
-                "ratios": ratio.detach()[mask > 0].numpy(),
-                "advantages": adv.expand_as(ratio)[mask > 0].numpy(),
+                "ratios": ratio.detach()[mask > 0].cpu().numpy(),
+                "advantages": adv.expand_as(ratio)[mask > 0].cpu().numpy(),
             }
         )
 
@@ -459,7 +467,8 @@ class GRPOTrainer:
                 # get the same treatment (AR3PO: the current policy as the old one).
                 old = self._logprobs(self.model, prompts, completions)[0] if off_policy else None
                 ref = self._logprobs(self.ref_model, prompts, completions)[0] if self.ref_model is not None else None
-                adv_t = torch.tensor([rows[int(i)][2] for i in idx], dtype=torch.float32).unsqueeze(1)
+                advantages = [rows[int(i)][2] for i in idx]
+                adv_t = torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
                 batches.append(_Minibatch(prompts, completions, adv_t, old, ref))
         losses: list[float] = []
         clipped, counted = 0, 0

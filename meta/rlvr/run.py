@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,13 @@ def load_run_config(path: str | Path | None, overrides: Mapping[str, Any]) -> GR
         raise ConfigError(str(exc)) from exc
 
 
+def _on_device(cfg: GRPORunConfig, device: str | None) -> GRPORunConfig:
+    """``cfg`` with the trainer moved to ``device`` (``None``: as saved)."""
+    if device is None:
+        return cfg
+    return replace(cfg, grpo=replace(cfg.grpo, device=device))
+
+
 class GRPORun:
     """A GRPO training run: the trainer, its prompt sets, evaluations, logger and checkpoints.
 
@@ -178,8 +185,15 @@ class GRPORun:
         return run
 
     @classmethod
-    def resume(cls, run_dir: str | Path, **kwargs: Any) -> GRPORun:
+    def resume(cls, run_dir: str | Path, device: str | None = None, **kwargs: Any) -> GRPORun:
         """Rebuild a run from ``run_dir``; :meth:`learn` then continues it to its original step budget.
+
+        Args:
+            run_dir: The run's directory.
+            device: Continue on this device instead of the saved ``grpo.device`` (a run checkpointed on a GPU
+                continues on a machine without one). The random draws are the same on every device, the arithmetic
+                is not: the resumed run is exact on the device it was saved from.
+            **kwargs: The constructor's keyword arguments (``progress``, ``echo``).
 
         Raises:
             rolloutlab.checkpoint.CheckpointError: ``run_dir`` is not an rlvr train run directory (no directory, a
@@ -193,7 +207,7 @@ class GRPORun:
             envelope = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)
             state = envelope["state"]
             try:
-                cfg = from_dict(GRPORunConfig, envelope["config"])
+                cfg = _on_device(from_dict(GRPORunConfig, envelope["config"]), device)
                 model_config = from_dict(CharLMConfig, state["model_config"])
             except (ValueError, KeyError) as exc:
                 raise CheckpointError(f"{checkpoint} does not hold a readable rlvr run: {exc}") from exc
@@ -210,7 +224,7 @@ class GRPORun:
             )
         # Killed before its first checkpoint: nothing to restore, so the run starts over from its saved config.
         try:
-            cfg = load_yaml(GRPORunConfig, config)
+            cfg = _on_device(load_yaml(GRPORunConfig, config), device)
         except ValueError as exc:
             raise CheckpointError(f"{directory} is not an rlvr train run ({exc})") from exc
         model, model_config, _ = load_model(cfg.sft_checkpoint)

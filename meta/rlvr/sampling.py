@@ -4,6 +4,11 @@ The model is called as ``model(input_ids=..., attention_mask=..., position_ids=.
 returns an object with ``.logits`` and the cache (``.cache`` in transformers ≥ 5.2x, ``.past_key_values`` before);
 both spellings are supported. Prompts of different lengths are left-padded, with position ids counted from each row's
 first real token so padding does not shift positions.
+
+Both functions run on the model's device (that of its first parameter): token ids go there, and results come back as
+Python lists (:func:`sample`) or tensors on that device (:func:`sequence_logprobs`). :func:`sample` draws each token
+on its generator's device, so a CPU ``torch.Generator`` gives the same draws whatever device the model is on (for the
+small vocabularies here, moving one row of probabilities per token to the CPU costs little).
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ def _cache_kwarg(model: torch.nn.Module) -> str:
 def _cache_out(output: object) -> object:
     cache = getattr(output, "cache", None)
     return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of ``model``'s first parameter (the CPU for a model without parameters)."""
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,7 +82,8 @@ def sample(
         eos_id: End-of-sequence id; a row stops after producing it.
         pad_id: Padding id.
         temperature: Softmax temperature; ``0`` means greedy decoding.
-        generator: Torch generator for reproducible sampling.
+        generator: Torch generator for reproducible sampling; tokens are drawn on its device (``None``: the model's
+            device and its global generator).
         suppress: Token ids never to sample (e.g. pad and BOS); :func:`sequence_logprobs` must get the same list.
 
     Returns:
@@ -82,24 +94,27 @@ def sample(
     was_training = model.training
     model.eval()
     cache_kw = _cache_kwarg(model)
+    device = model_device(model)
     ids, mask = left_pad(prompts, pad_id)
+    ids, mask = ids.to(device), mask.to(device)
     batch = ids.shape[0]
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
     cache = _cache_out(out)
     logits = out.logits[:, -1, :]
     next_pos = positions[:, -1] + 1
-    finished = torch.zeros(batch, dtype=torch.bool)
-    generated = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long)
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
+    generated = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     entropy_sum, entropy_count = 0.0, 0
-    banned = torch.as_tensor(list(suppress), dtype=torch.long)
+    banned = torch.as_tensor(list(suppress), dtype=torch.long, device=device)
     for t in range(max_new_tokens):
         logits = logits.float()
         if len(banned):
             logits[:, banned] = float("-inf")
         if temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
-            token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            probs = logp.exp() if generator is None else logp.exp().to(generator.device)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1).to(device)
         else:
             logp = torch.log_softmax(logits, dim=-1)
             token = logits.argmax(dim=-1)
@@ -154,6 +169,7 @@ def sequence_logprobs(
     Returns:
         ``(logp, mask)``, both ``(batch, max_completion_len)``; ``mask`` is 1.0 on real completion tokens.
     """
+    device = model_device(model)
     p_ids, p_mask = left_pad(prompts, pad_id)
     width = max(max((len(c) for c in completions), default=0), 1)
     c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
@@ -162,6 +178,8 @@ def sequence_logprobs(
         if c:
             c_ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
             c_mask[i, : len(c)] = 1
+    # Built on the CPU row by row, then moved once.
+    p_ids, p_mask, c_ids, c_mask = (t.to(device) for t in (p_ids, p_mask, c_ids, c_mask))
     ids = torch.cat([p_ids, c_ids], dim=1)
     mask = torch.cat([p_mask, c_mask], dim=1)
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
@@ -173,7 +191,7 @@ def sequence_logprobs(
         pred = pred / temperature
     if suppress:
         # Same support as the sampler: suppressed ids get probability 0 (their logits are -inf).
-        pred = pred.index_fill(-1, torch.as_tensor(list(suppress), dtype=torch.long), float("-inf"))
+        pred = pred.index_fill(-1, torch.as_tensor(list(suppress), dtype=torch.long, device=device), float("-inf"))
     logp = torch.log_softmax(pred, dim=-1).gather(-1, c_ids.unsqueeze(-1)).squeeze(-1)
     # Padding positions may hold a suppressed id (log-prob -inf); zero them so masked sums stay finite.
     logp = logp.masked_fill(c_mask == 0, 0.0)

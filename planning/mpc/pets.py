@@ -16,7 +16,10 @@ Evaluation runs the planner on ``eval_episodes`` episodes of a separate environm
 its own generator and an empty warm start, so evaluating never changes what training does. The run writes
 ``runs/pets-<env>__<seed>__<time>/`` like the other learners (``config.yaml``, ``progress.csv``, TensorBoard,
 ``checkpoint.pt`` every ``checkpoint_every`` env steps, ``result.json``); :meth:`PETS.resume` continues a killed run
-to the same budget, starting a fresh episode (the environment's internal state is not saved).
+to the same budget. The episode in progress is saved as its reset seed and its actions
+(:class:`rolloutlab.run_state.EpisodeReplay`, as MBPO's) together with the planner's kept plan, and replayed on
+resume, so a run killed at a checkpoint and resumed ends exactly as the uninterrupted run does (on the same device,
+machine and thread count).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium import spaces
 from stable_baselines3.common.logger import Logger
 
@@ -46,8 +50,9 @@ from planning.mpc.planner import MPCPlanner
 from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
+from rolloutlab.device import resolve_device
 from rolloutlab.logs import make_logger
-from rolloutlab.run_state import capture_rng, restore_rng
+from rolloutlab.run_state import EpisodeReplay, capture_rng, restore_rng
 from rolloutlab.runs import make_run_dir, write_result
 from rolloutlab.seeding import seed_everything
 
@@ -89,6 +94,9 @@ class PETSConfig:
             steps-to-threshold benchmark needs nothing after that point.
         checkpoint_every: Env steps between whole-run checkpoints (0: only at the end).
         log_every: Env steps between logger dumps.
+        device: Where the world model fits and predicts (every planning step's batched model calls): ``cpu`` (the
+            default, the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
+            (:func:`rolloutlab.device.resolve_device`). The optimizer, rewards and termination stay numpy.
         cem: CEM settings (used when ``optimizer == "cem"``).
         mppi: MPPI settings (used when ``optimizer == "mppi"``).
         model: World-model settings.
@@ -111,6 +119,7 @@ class PETSConfig:
     stop_at_return: float | None = None
     checkpoint_every: int = 1_000
     log_every: int = 1_000
+    device: str = "cpu"
     cem: CEMConfig = field(default_factory=CEMConfig)
     mppi: MPPIConfig = field(default_factory=MPPIConfig)
     model: ModelConfig = field(default_factory=_pets_model_config)
@@ -175,6 +184,7 @@ class PETS:
     ) -> None:
         first_horizon = check_config(cfg)
         self.cfg = cfg
+        self.device = resolve_device(cfg.device)
         self.env = make_env(cfg.env_id)
         self.eval_env = make_env(cfg.env_id)
         obs_space, act_space = self.env.observation_space, self.env.action_space
@@ -197,7 +207,7 @@ class PETS:
         model_cfg = cfg.model
         if done_fn is None and not model_cfg.learned_termination:
             model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
-        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed)
+        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed, device=self.device)
         self.evaluator = TrajectoryEvaluator(
             self.model,
             reward_fn(cfg.env_id) if cfg.reward == "known" else None,
@@ -227,6 +237,7 @@ class PETS:
         self.stopped_early = False
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
+        self._episode = EpisodeReplay()
         self.on_step: Callable[[PETS], None] | None = None
 
     def _optimizer(self) -> ActionSequenceOptimizer:
@@ -242,7 +253,7 @@ class PETS:
         started, steps_at_start = time.perf_counter(), self.env_steps
         while self.env_steps < cfg.total_steps and not self.stopped_early:
             if self._obs is None:
-                self._obs, _ = self.env.reset(seed=episode_seed(cfg.seed, self.episodes))
+                self._obs, _ = self._episode.reset(self.env, seed=episode_seed(cfg.seed, self.episodes))
                 self._episode_return = 0.0
                 self.planner.reset()
             due = self.env_steps - cfg.initial_random_steps
@@ -270,7 +281,7 @@ class PETS:
             action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
         else:
             action = self.planner.act(self._obs)
-        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        next_obs, reward, terminated, truncated, _ = self._episode.step(self.env, action)
         self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
         self._episode_return += float(reward)
         self.env_steps += 1
@@ -393,7 +404,9 @@ class PETS:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """The whole run as plain data: model and normalizers, real buffer, controller, RNGs, counters, history."""
+        """The whole run as plain data: model and normalizers, real buffer, controller, RNGs, counters, history, and
+        the episode in progress (its reset and actions, the observation and return so far, the planner's kept
+        plan)."""
         return {
             "model": self.model.state_dict(),
             "real_buffer": self.real.state_dict(),
@@ -413,10 +426,31 @@ class PETS:
             "episode_returns": [[s, r] for s, r in self.episode_returns],
             "latencies": [float(x) for x in self.planner.latencies],
             "last_model_metrics": dict(self.last_model_metrics),
+            # None between episodes: the next step resets with the next episode's seed.
+            "episode": None
+            if self._obs is None
+            else {
+                "replay": self._episode.state_dict(),
+                "obs": torch.as_tensor(np.asarray(self._obs)).clone(),
+                "return": self._episode_return,
+                "planner": self.planner.state_dict(),
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into this (identically configured) run."""
+        """Restore :meth:`state_dict` output into this (identically configured) run.
+
+        The episode in progress is replayed in the environment (:class:`rolloutlab.run_state.EpisodeReplay`) and the
+        planner gets its kept plan back; a checkpoint written before episodes were saved resumes with a new episode.
+        """
+        self._obs, self._episode_return = None, 0.0
+        episode = state.get("episode")
+        if episode is not None:
+            self._obs = self._episode.restore(self.env, episode["replay"], episode["obs"].numpy())
+            if self._obs is not None:
+                self._obs = np.asarray(self._obs, dtype=np.float32)
+                self._episode_return = float(episode["return"])
+                self.planner.load_state_dict(episode["planner"])
         self.model.load_state_dict(state["model"])
         self.real.load_state_dict(state["real_buffer"])
         self.driver.load_state_dict(state["driver"])
@@ -435,7 +469,6 @@ class PETS:
         self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
         self.planner.latencies = [float(x) for x in state["latencies"]]
         self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
-        self._obs = None  # a resumed run starts a new episode
 
     def save(self, path: str | Path | None = None) -> Path:
         """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""
@@ -443,8 +476,14 @@ class PETS:
         return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
 
     @classmethod
-    def resume(cls, run_dir: str | Path, logger: Logger | None = None) -> PETS:
+    def resume(cls, run_dir: str | Path, logger: Logger | None = None, device: str | None = None) -> PETS:
         """Rebuild a run from its latest checkpoint; :meth:`learn` then continues it to the same budget.
+
+        Args:
+            run_dir: The run's directory.
+            logger: As for the constructor.
+            device: Continue on this device instead of the saved one (the random draws are the same on every device;
+                the arithmetic is not).
 
         Raises:
             rolloutlab.checkpoint.CheckpointError: No readable PETS checkpoint in ``run_dir``.
@@ -452,6 +491,8 @@ class PETS:
         run_dir = Path(run_dir)
         envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(PETSConfig, envelope["config"])
+        if device is not None:
+            cfg = dataclasses.replace(cfg, device=device)
         run = cls(cfg, run_dir=run_dir, logger=logger)
         run.load_state_dict(envelope["state"])
         run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")

@@ -5,14 +5,19 @@
 optimizes a sequence of ``horizon`` actions from the current state, warm-started with the previous plan shifted by
 one step (its tail padded with the middle of the action range), as PETS and mbrl-lib do, and returns the first
 action. The horizon may change between calls (a controller decision, ``planning.mpc.pets``); the kept plan is cut or
-padded to the new length. Every call's wall time is recorded (:attr:`MPCPlanner.latencies`).
+padded to the new length. Every call's wall time is recorded (:attr:`MPCPlanner.latencies`). The kept plan is the
+planner's only state besides its generator: :meth:`MPCPlanner.state_dict` saves it, so a resumed run warm-starts its
+next step exactly as the uninterrupted one would.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import torch
 
 from planning.mpc.optimizers import ActionSequenceOptimizer
 from planning.mpc.trajectories import TrajectoryEvaluator
@@ -94,3 +99,12 @@ class MPCPlanner:
         action = self.plan(obs)[0].astype(np.float32)
         self.latencies.append(time.perf_counter() - started)
         return action
+
+    def state_dict(self) -> dict[str, Any]:
+        """The kept plan (``None`` at the start of an episode) as a tensor; the generator is saved by its owner."""
+        return {"plan": None if self._plan is None else torch.as_tensor(self._plan).clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output: the next :meth:`act` warm-starts from the saved plan."""
+        plan = state["plan"]
+        self._plan = None if plan is None else plan.numpy().copy()

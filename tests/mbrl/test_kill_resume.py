@@ -1,8 +1,10 @@
 """Exact resume: a run SIGKILLed in a subprocess right after a checkpoint and resumed with ``--resume`` ends with the
-same results, bit for bit, as the uninterrupted run with the same seed (MBPO on Pendulum-v1, Dyna-DQN on CartPole-v1).
+same results, bit for bit, as the uninterrupted run with the same seed (MBPO on Pendulum-v1, Dyna-DQN on CartPole-v1,
+PETS on the point mass).
 
 The checkpoints fall inside an episode, so the resumed run has to put the episode in progress back
-(:class:`rolloutlab.run_state.EpisodeReplay`) besides every RNG, optimizer and buffer.
+(:class:`rolloutlab.run_state.EpisodeReplay`; for PETS also the planner's warm start) besides every RNG, optimizer and
+buffer.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typer.testing import CliRunner
 
 from mbrl.algorithms.mbpo import CHECKPOINT_KIND
 from mbrl.cli import DYNA_CHECKPOINT_KIND, app
+from planning.mpc.pets import CHECKPOINT_KIND as PETS_CHECKPOINT_KIND
 from rolloutlab.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,11 +56,27 @@ DYNA_TINY = {
     "eval_episodes": 1,
     "model": {"ensemble_size": 3, "num_elites": 2, "hidden_size": 16, "num_layers": 2, "max_epochs": 3},
 }
+#: Point-mass episodes are 30 steps, so the checkpoints at 40 and 80 lie inside the second and third episodes.
+PETS_TINY = {
+    "num_particles": 3,
+    "initial_random_steps": 30,
+    "model_train_freq": 30,
+    "eval_every": 50,
+    "eval_episodes": 1,
+    "log_every": 50,
+    "cem": {"population": 40, "iterations": 2},
+    "model": {"ensemble_size": 3, "num_elites": 3, "hidden_size": 32, "num_layers": 2, "min_train_steps": 300},
+}
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
 
 
 def _train(*args: str) -> list[str]:
     return [sys.executable, "-m", "mbrl.cli", "train", *args]
+
+
+def _train_pets(*args: str) -> list[str]:
+    # PETS registers itself with the mbrl app when the rolloutlab command mounts the pillars.
+    return [sys.executable, "-m", "rolloutlab.cli", "mbrl", "train", "--algo", "pets", *args]
 
 
 def _only_run_dir(parent: Path) -> Path:
@@ -163,6 +182,39 @@ def test_dyna_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
     assert resumed["env_steps"] == 600 and resumed["episodes"] > 1
     reference_final = _checkpoint(_only_run_dir(tmp_path / "reference"), DYNA_CHECKPOINT_KIND)["algo"]
     _assert_same_tensors(_checkpoint(run_dir, DYNA_CHECKPOINT_KIND)["algo"]["q"], reference_final["q"])
+
+
+def test_pets_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(PETS_TINY))
+    args = ["--env", "rolloutlab/PointMass-v0", "--steps", "150", "--controller", "fixed:8", "--seed", "2"]
+    args += ["--checkpoint-every", "40", "--config", str(config)]
+    subprocess.run(
+        _train_pets(*args, "--out", str(tmp_path / "reference")),
+        cwd=REPO,
+        env=ENV,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=300,
+    )
+    run_dir = _kill_after_first_checkpoint(_train_pets(*args, "--out", str(tmp_path / "killed")), tmp_path / "killed")
+    killed = _checkpoint(run_dir, PETS_CHECKPOINT_KIND)
+    assert killed["counters"]["env_steps"] in (40, 80)
+    assert killed["episode"] is not None and len(killed["episode"]["replay"]["actions"]) in (10, 20)
+    assert killed["episode"]["planner"]["plan"] is not None  # the warm start of the next step
+
+    done = subprocess.run(
+        _train_pets("--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    resumed = json.loads((run_dir / "result.json").read_text())
+    expected = json.loads((_only_run_dir(tmp_path / "reference") / "result.json").read_text())
+    exact = ("env_steps", "episodes", "eval", "episode_returns", "final_eval_return", "model_fits", "horizons")
+    assert {k: resumed[k] for k in exact} == {k: expected[k] for k in exact}
+    assert resumed["env_steps"] == 150 and resumed["episodes"] == 5  # the original budget, no episode dropped
+    reference_final = _checkpoint(_only_run_dir(tmp_path / "reference"), PETS_CHECKPOINT_KIND)
+    final = _checkpoint(run_dir, PETS_CHECKPOINT_KIND)
+    _assert_same_tensors(final["model"]["ensemble"], reference_final["model"]["ensemble"])
 
 
 def test_cli_validates_input(tmp_path: Path) -> None:

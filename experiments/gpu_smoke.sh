@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# GPU smoke test: every trainer for a few steps with --device cuda, in one command, on a machine with a CUDA GPU and a
+# CUDA build of torch. Checks that each run finishes, that its checkpoint says it ran on the GPU, and that
+# GPU-written checkpoints load back on the CPU (MBPO resumed with --device cpu, the in-context agent evaluated on the
+# CPU). The SFT warm start runs on the CPU and its checkpoint is then trained on the GPU (the other direction).
+# Stops at the first failure with a nonzero exit code; prints each command before it runs and a summary at the end.
+# Nothing here is a benchmark: the budgets are tiny and no result is kept (everything goes to a temporary folder).
+#
+#   experiments/gpu_smoke.sh                   # on cuda (the first GPU)
+#   DEVICE=cuda:1 experiments/gpu_smoke.sh     # on another GPU
+#   PY=python experiments/gpu_smoke.sh         # another interpreter (default .venv/bin/python)
+#   DEVICE=cpu experiments/gpu_smoke.sh        # the same on the CPU: a check of this script where there is no GPU
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1
+PY=${PY:-.venv/bin/python}
+DEVICE=${DEVICE:-cuda}
+OUT=$(mktemp -d -t rolloutlab-gpu-smoke-XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+RAN=()
+
+run() {  # run NAME COMMAND...: print, run, remember
+    local name=$1
+    shift
+    echo "== $name: $*"
+    "$@"
+    RAN+=("$name")
+}
+
+rl() { "$PY" -m rolloutlab.cli "$@"; }
+
+only_dir() {  # the one run directory under $1
+    local dirs=("$1"/*/)
+    [ ${#dirs[@]} -eq 1 ] || { echo "expected one run directory under $1, found ${#dirs[@]}" >&2; exit 1; }
+    echo "${dirs[0]%/}"
+}
+
+ran_on() {  # ran_on CHECKPOINT KEYS...: the checkpoint's config (at KEYS) names $DEVICE
+    "$PY" - "$DEVICE" "$@" <<'EOF'
+import sys
+from rolloutlab.checkpoint import load_checkpoint
+from rolloutlab.device import resolve_device
+
+expected, path, *keys = sys.argv[1:]
+config = load_checkpoint(path)["config"]
+for key in keys:
+    config = config[key]
+print(f"   {path}: ran on {config['device']}")
+sys.exit(0 if config["device"] == str(resolve_device(expected)) else f"expected {expected}")
+EOF
+}
+
+"$PY" - "$DEVICE" <<'EOF'
+import sys
+import torch
+from rolloutlab.device import resolve_device
+
+try:
+    device = resolve_device(sys.argv[1])
+except ValueError as exc:
+    sys.exit(f"gpu_smoke: {exc}")
+name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {name} ({device})")
+EOF
+
+cat > "$OUT/mbpo.yaml" <<'EOF'
+initial_random_steps: 100
+epoch_length: 100
+model_train_freq: 100
+rollout_batch_size: 1000
+updates_per_step: 2
+eval_every: 100
+eval_episodes: 1
+log_every: 100
+checkpoint_every: 100
+sac: {batch_size: 64, net_arch: [64, 64]}
+model: {ensemble_size: 3, num_elites: 2, hidden_size: 64, num_layers: 2, max_epochs: 5}
+EOF
+cat > "$OUT/dyna.yaml" <<'EOF'
+phase_length: 100
+learning_starts: 50
+buffer_size: 1000
+net_arch: [64, 64]
+num_model_rollouts: 50
+model_train_freq: 50
+rollout_freq: 50
+eval_episodes: 1
+model: {ensemble_size: 3, num_elites: 2, hidden_size: 32, num_layers: 2, max_epochs: 5}
+EOF
+cat > "$OUT/pets.yaml" <<'EOF'
+initial_random_steps: 60
+model_train_freq: 30
+eval_every: 30
+eval_episodes: 1
+log_every: 30
+num_particles: 5
+cem: {population: 100, iterations: 3}
+model: {ensemble_size: 3, num_elites: 3, hidden_size: 32, num_layers: 2, min_train_steps: 100}
+EOF
+cat > "$OUT/incontext.yaml" <<'EOF'
+n_arms: 2
+horizon: 10
+n_envs: 4
+batch_size: 8
+window: 16
+updates_per_step: 0.1
+learning_starts: 0
+eval_tasks: 8
+eval_every_steps: 1000000000
+checkpoint_every: 1
+agent: {d_model: 32, n_layers: 1, n_heads: 2, head_hidden: 32, context_len: 32}
+EOF
+cat > "$OUT/rlvr.yaml" <<'EOF'
+allocator: ar3po:2,3
+steps: 3
+eval_every: 3
+checkpoint_every: 1
+pool_size: 16
+held_out_size: 20
+grpo: {prompts_per_step: 4, max_new_tokens: 4, kl_coef: 0.01, minibatches: 2}
+EOF
+
+run "MBPO (Pendulum-v1)" rl mbrl train --algo mbpo --env Pendulum-v1 --steps 200 --config "$OUT/mbpo.yaml" \
+    --device "$DEVICE" --out "$OUT/mbpo"
+MBPO_RUN=$(only_dir "$OUT/mbpo")
+ran_on "$MBPO_RUN/checkpoint.pt"
+run "MBPO checkpoint back on the CPU" rl mbrl train --resume "$MBPO_RUN" --device cpu
+
+run "Dyna-DQN (CartPole-v1)" rl mbrl train --algo dyna --env CartPole-v1 --steps 200 --controller fixed:2 \
+    --config "$OUT/dyna.yaml" --device "$DEVICE" --out "$OUT/dyna"
+ran_on "$(only_dir "$OUT/dyna")/checkpoint.pt" dyna
+
+run "PETS (rolloutlab/PointMass-v0)" rl mbrl train --algo pets --env rolloutlab/PointMass-v0 --steps 90 \
+    --controller fixed:8 --config "$OUT/pets.yaml" --device "$DEVICE" --out "$OUT/pets"
+ran_on "$(only_dir "$OUT/pets")/checkpoint.pt"
+
+run "SFT warm start (CPU)" rl rlvr sft --steps 20 --out "$OUT/sft.pt"
+run "GRPO, compact trainer" rl rlvr train --checkpoint "$OUT/sft.pt" --config "$OUT/rlvr.yaml" --no-progress \
+    --device "$DEVICE" --out "$OUT/rlvr"
+ran_on "$(only_dir "$OUT/rlvr")/checkpoint.pt" grpo
+
+run "In-context agent (bandit)" rl incontext train --task bandit --steps 200 --config "$OUT/incontext.yaml" \
+    --device "$DEVICE" --runs-root "$OUT/incontext"
+IC_RUN=$(only_dir "$OUT/incontext")
+ran_on "$IC_RUN/checkpoint.pt"
+run "In-context agent evaluated on the CPU" rl incontext eval "$IC_RUN/checkpoint.pt" --tasks 4 --device cpu
+
+echo "gpu_smoke: all ${#RAN[@]} passed on $DEVICE:"
+printf '  %s\n' "${RAN[@]}"
