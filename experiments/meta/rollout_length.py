@@ -25,8 +25,8 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
    ``envs.<env>.prob_improvement_vs_best``), ``table.md`` and ``arms_<env>.png`` (scores and K schedules).
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rollout_length.py                      # everything
-    OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train step --arms ''          # one meta-training
-    OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train '' --arms fixed:0,fixed:2  # some test arms
+    OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train step --no-test          # one meta-training
+    OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train none --arms fixed:0,fixed:2  # some test arms
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Args:
     k_grid: str = "0,1,2,4,8"
     """the lengths of the direct action set"""
     train: str = "step,direct"
-    """action sets to meta-train (comma-separated; '' for none)"""
+    """action sets to meta-train (comma-separated; 'none' for none)"""
     meta_episodes: int = 504
     """meta-training episodes (inner runs) per action set, domain-randomized physics"""
     runs_per_round: int = 8
@@ -84,7 +84,9 @@ class Args:
     train_seed: int = 0
     """seed of meta-training"""
     arms: str = ",".join(DEFAULT_ARMS)
-    """arms to score: controller specs, random:K_INIT,K_CAP, meta_step, meta_direct ('' for none)"""
+    """arms to score: controller specs, random:K_INIT,K_CAP, meta_step, meta_direct ('none' for none)"""
+    test: bool = True
+    """score the arms after meta-training (--no-test: meta-train only)"""
     test_runs: int = 40
     """inner runs per arm on the perturbed test physics (same seeds for every arm)"""
     runs_per_unit: int = 5
@@ -146,7 +148,7 @@ def meta_train(args: Args, action_set: str, env_id: str) -> dict[str, Any]:
 def arm_specs(args: Args, env_id: str, finished: set[str]) -> dict[str, str]:
     """``{arm: spec}`` of the arms to score now (META arms only once their meta-training has finished)."""
     specs = {}
-    for arm in split_specs(args.arms) if args.arms else []:
+    for arm in split_specs(args.arms) if args.test and args.arms not in ("", "none") else []:
         if arm in META_ARMS:
             if META_ARMS[arm] not in finished:
                 print(f"[{env_id}] {arm}: meta-training not finished, arm left for a later run", flush=True)
@@ -187,7 +189,7 @@ def main() -> None:
     summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     summary.setdefault("meta_training", {})
     training = summary["meta_training"].setdefault(env_id, {})
-    for action_set in [a.strip() for a in args.train.split(",") if a.strip()]:
+    for action_set in [a.strip() for a in args.train.split(",") if a.strip() and a.strip() != "none"]:
         training[action_set] = meta_train(args, action_set, env_id)
         atomic_write_json(summary_path, summary)
     finished = {a for a, rec in training.items() if rec.get("finished")}
