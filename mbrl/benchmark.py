@@ -311,7 +311,7 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from mbrl.algorithms.mbpo import make_env
+    from mbrl.algorithms.base import make_env
 
     eval_env = DummyVecEnv([lambda: Monitor(make_env(settings.env_id))])
     history: list[list[float]] = []

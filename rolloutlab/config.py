@@ -141,6 +141,16 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None) -> T:
     return _build(cls, data, "")
 
 
+def load_config_or_defaults(
+    cls: type[T], path: str | os.PathLike[str] | None, overrides: Mapping[str, Any] | None = None
+) -> T:
+    """Dataclass ``cls`` from an optional YAML preset plus overrides (overrides win); no preset: defaults plus
+    overrides. Raises :class:`ConfigError` as :func:`load_yaml` and :func:`from_dict` do."""
+    if path is None:
+        return from_dict(cls, dict(overrides or {}))
+    return load_yaml(cls, path, overrides)
+
+
 def load_yaml(cls: type[T], path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> T:
     """Load a YAML preset into dataclass ``cls``; ``overrides`` (already typed) win over the file."""
     source = Path(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mbrl.algorithms.base import ModelBasedRun
 from mbrl.algorithms.mbpo import MBPO, MBPOConfig, SACConfig
 
-__all__ = ["MBPO", "MBPOConfig", "SACConfig"]
+__all__ = ["MBPO", "MBPOConfig", "ModelBasedRun", "SACConfig"]

@@ -22,39 +22,28 @@ Non-finite model losses or predictions make the run fall back to the last good m
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from mbrl.buffers import MixedReplayBuffer, ModelBuffer, TransitionBuffer
+from mbrl.algorithms.base import ModelBasedRun, make_env
+from mbrl.buffers import MixedReplayBuffer, ModelBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
-from mbrl.models import DynamicsModel, ModelConfig
-from mbrl.phases import TD_SAMPLE, RolloutLengthDriver
-from mbrl.termination import termination_fn
-from meta.controllers import make_controller
-from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
-from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
-from rolloutlab.device import resolve_device
-from rolloutlab.logs import make_logger
-from rolloutlab.run_state import EpisodeReplay, capture_rng, capture_sac, restore_rng, restore_sac
-from rolloutlab.runs import make_run_dir, write_result
-from rolloutlab.seeding import seed_everything
+from mbrl.models import ModelConfig
+from mbrl.phases import TD_SAMPLE
+from rolloutlab.config import load_config_or_defaults, to_dict
+from rolloutlab.run_state import capture_sac, restore_sac
 
 CHECKPOINT_KIND = "mbpo-run"
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
 @dataclass
@@ -140,20 +129,7 @@ class MBPOConfig:
     model: ModelConfig = field(default_factory=_mbpo_model_config)
 
 
-def make_env(env_id: str) -> gym.Env:
-    """``gym.make(env_id)``, importing rolloutlab's own envs first so their ids resolve."""
-    import envs  # noqa: F401  (registers the rolloutlab/ ids)
-
-    return gym.make(env_id)
-
-
-def episode_seed(seed: int, episode: int) -> int:
-    """The reset seed of training episode ``episode`` of a run seeded ``seed`` (MBPO's and PETS's)."""
-    # Fresh, reproducible randomness per episode, so a resumed run continues the same episode stream.
-    return (seed * 1_000_003 + episode) % 2**31
-
-
-class MBPO:
+class MBPO(ModelBasedRun[MBPOConfig]):
     """The MBPO driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
 
     Args:
@@ -163,11 +139,16 @@ class MBPO:
         log_formats: Formats for the default logger.
 
     Attributes:
-        env_steps: Real env steps taken so far (the unit of every budget).
-        eval_history: ``(env_steps, mean deterministic return)`` per evaluation.
-        real, model_buffer: The real and imagined transition buffers.
-        on_step: Optional hook called with the run after every env step (after any checkpoint of that step).
+        sac: SB3's SAC, trained on :attr:`real` and :attr:`model_buffer` mixed.
+        model_buffer: The imagined transitions of the last ``model_retain_epochs`` epochs.
+        rollout_length: The rollout length in force (the controller's last decision).
+
+    The loop, the other counters and checkpoints are :class:`~mbrl.algorithms.base.ModelBasedRun`'s.
     """
+
+    name = "mbpo"
+    checkpoint_kind = CHECKPOINT_KIND
+    config_type = MBPOConfig
 
     def __init__(
         self,
@@ -181,37 +162,10 @@ class MBPO:
                 "MBPO needs total_steps >= 1 and updates_per_step, eval_every, checkpoint_every >= 0; got "
                 f"{cfg.total_steps}, {cfg.updates_per_step}, {cfg.eval_every}, {cfg.checkpoint_every}"
             )
-        self.cfg = cfg
-        self.device = resolve_device(cfg.device)  # before the run directory: a refused device leaves nothing behind
-        self.run_dir = (
-            Path(run_dir) if run_dir is not None else make_run_dir(f"mbpo-{cfg.env_id}", cfg.seed, config=cfg)
-        )
-        if not (self.run_dir / "config.yaml").exists():
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            save_yaml(cfg, self.run_dir / "config.yaml")
-        self.rng = seed_everything(cfg.seed)
-        self.env = make_env(cfg.env_id)
+        super().__init__(cfg, run_dir, logger, log_formats)
         self.eval_env = DummyVecEnv([lambda: Monitor(make_env(cfg.env_id))])
-        obs_space, act_space = self.env.observation_space, self.env.action_space
-        if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
-            raise ValueError(f"MBPO needs a flat Box observation space, {cfg.env_id} has {obs_space}")
-        if not isinstance(act_space, spaces.Box):
-            raise ValueError(f"MBPO (SAC) needs a Box action space, {cfg.env_id} has {act_space}; use --algo dyna")
-        self.obs_dim, self.act_dim = int(obs_space.shape[0]), int(act_space.shape[0])
-        self.action_low = act_space.low.astype(np.float32)
-        self.action_high = act_space.high.astype(np.float32)
-
-        done_fn = termination_fn(cfg.env_id)
-        model_cfg = cfg.model
-        if done_fn is None and not model_cfg.learned_termination:
-            # No known termination rule for this env: learn one with the model instead of assuming none.
-            model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
-        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed, device=self.device)
-        self.model_env = ModelEnv(self.model, done_fn, self.obs_dim, (self.act_dim,), np.float32)
-        self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
+        self.model_env = ModelEnv(self.model, self.done_fn, self.obs_dim, (self.act_dim,), np.float32)
         self.model_buffer = ModelBuffer(cfg.model_retain_epochs, self.obs_dim, self.act_dim)
-        # The one owner of the rollout length: asks the controller once per epoch, caps, logs and saves it.
-        self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
 
         ent_coef: str | float = cfg.sac.ent_coef if cfg.sac.ent_coef.startswith("auto") else float(cfg.sac.ent_coef)
         self.sac = SAC(
@@ -229,104 +183,57 @@ class MBPO:
             verbose=0,
         )
         self.sac.replay_buffer = MixedReplayBuffer(
-            self.real, self.model_buffer, cfg.real_ratio, obs_space, act_space, self.rng, device=self.device
+            self.real,
+            self.model_buffer,
+            cfg.real_ratio,
+            self.env.observation_space,
+            self.env.action_space,
+            self.rng,
+            device=self.device,
         )
-        self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
         self.sac.set_logger(self.logger)
-        self.driver.logger = self.logger
 
-        # Counters and history (all saved in checkpoints).
-        self.env_steps = 0
-        self.episodes = 0
+        # MBPO's own counters (saved in checkpoints).
         self.rollout_length = 0
         self.decided_epoch = -1
         self.imagined_total = 0
         self.rollout_seconds = 0.0
-        self.model_fits = 0
         self.nan_restores = 0
         self.train_seconds = 0.0
-        self.eval_history: list[tuple[int, float]] = []
-        #: Set (by a hook or a subclass) to end :meth:`learn` after the current env step, before ``total_steps``.
-        self.stop_requested = False
-        self.episode_returns: list[tuple[int, float]] = []
-        self.last_model_metrics: dict[str, float] = {}
         self.last_rollout: RolloutResult | None = None
         # What the next decision's feedback reads from the last rollout round (checkpointed; ``last_rollout``,
         # transitions and all, is not).
         self._last_disagreement_by_step: list[float] = []
         self._last_first_step_disagreement = np.zeros(0)
-        self._obs: np.ndarray | None = None
-        self._episode_return = 0.0
-        self._episode = EpisodeReplay()
-        self.on_step: Callable[[MBPO], None] | None = None
 
     # --- the loop ---------------------------------------------------------------------------------------------
 
-    def learn(self) -> MBPO:
-        """Interact until ``cfg.total_steps`` env steps (or :attr:`stop_requested`), then write ``result.json``."""
+    def _before_env_step(self) -> None:
         cfg = self.cfg
-        started = time.perf_counter()
-        steps_at_start = self.env_steps
-        while self.env_steps < cfg.total_steps and not self.stop_requested:
-            if self._obs is None:
-                self._obs, _ = self._episode.reset(self.env, seed=episode_seed(cfg.seed, self.episodes))
-                self._episode_return = 0.0
-            if self.env_steps >= cfg.initial_random_steps and self.env_steps % cfg.model_train_freq == 0:
-                self._model_round()
-            self._env_step()
-            if self.env_steps > cfg.initial_random_steps:
-                t0 = time.perf_counter()
-                self.sac.train(gradient_steps=cfg.updates_per_step, batch_size=cfg.sac.batch_size)
-                self.train_seconds += time.perf_counter() - t0
-            if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
-                self.evaluate()
-            if self.env_steps % cfg.log_every == 0 or self.env_steps == cfg.total_steps:
-                self._dump(started, steps_at_start)
-            if cfg.checkpoint_every and self.env_steps % cfg.checkpoint_every == 0:
-                self.save()
-            if self.on_step is not None:
-                self.on_step(self)
-        self.save()
-        write_result(self.run_dir, self.result())
-        return self
+        if self.env_steps >= cfg.initial_random_steps and self.env_steps % cfg.model_train_freq == 0:
+            self._model_round()
+
+    def _after_env_step(self) -> None:
+        cfg = self.cfg
+        self.sac.num_timesteps = self.env_steps
+        if self.env_steps > cfg.initial_random_steps:
+            t0 = time.perf_counter()
+            self.sac.train(gradient_steps=cfg.updates_per_step, batch_size=cfg.sac.batch_size)
+            self.train_seconds += time.perf_counter() - t0
 
     def _policy_actions(self, obs: np.ndarray) -> np.ndarray:
         action, _ = self.sac.predict(obs, deterministic=False)
         return np.asarray(action, dtype=np.float32)
 
-    def _env_step(self) -> None:
-        cfg = self.cfg
-        assert self._obs is not None
-        if self.env_steps < cfg.initial_random_steps:
-            action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
-        else:
-            action = self._policy_actions(self._obs[None])[0]
-        next_obs, reward, terminated, truncated, _ = self._episode.step(self.env, action)
-        self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
-        self._episode_return += float(reward)
-        self.env_steps += 1
-        self.sac.num_timesteps = self.env_steps
-        self._obs = np.asarray(next_obs, dtype=np.float32)
-        if terminated or truncated:
-            self.episode_returns.append((self.env_steps, self._episode_return))
-            self.logger.record_mean("rollout/ep_rew_mean", self._episode_return)
-            self.episodes += 1
-            self._obs = None
+    def _act(self, obs: np.ndarray) -> np.ndarray:
+        return self._policy_actions(obs[None])[0]
 
     def _feedback(self) -> dict[str, Any]:
         """The shared feedback vocabulary (:data:`mbrl.phases.FEEDBACK_KEYS`) at an epoch's decision point."""
-        evals = [r for _, r in self.eval_history]
         by_step = list(self._last_disagreement_by_step)
-        nan = math.nan
-        feedback: dict[str, Any] = {
-            "env_steps": self.env_steps,
-            "budget_fraction": self.env_steps / self.cfg.total_steps,
-            "mean_return": evals[-1] if evals else nan,
-            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
-            "model_holdout_loss": self.last_model_metrics.get("model/holdout_nll", nan),
-            "model_holdout_mse": self.last_model_metrics.get("model/holdout_mse", nan),
-            "model_holdout_nmse": self.last_model_metrics.get("model/holdout_nmse", nan),
-            "rollout_disagreement_mean": float(np.mean(by_step)) if by_step else nan,
+        feedback = self._feedback_from_model_and_returns(self.last_model_metrics)
+        feedback |= {
+            "rollout_disagreement_mean": float(np.mean(by_step)) if by_step else math.nan,
             "disagreement_by_step": by_step,
             "first_step_disagreement": self._last_first_step_disagreement,
         }
@@ -465,14 +372,9 @@ class MBPO:
         self.logger.record("eval/mean_reward", mean)
         return mean
 
-    def _dump(self, started: float, steps_at_start: int) -> None:
-        elapsed = max(time.perf_counter() - started, 1e-9)
-        self.logger.record("time/total_timesteps", self.env_steps)
-        self.logger.record("time/fps", (self.env_steps - steps_at_start) / elapsed)
-        self.logger.record("model/real_samples", len(self.real))
+    def _record_progress(self) -> None:
         self.logger.record("model/model_samples", len(self.model_buffer))
         self.logger.record("meta/rollout_length", self.rollout_length)
-        self.logger.dump(self.env_steps)
 
     # --- results and persistence ------------------------------------------------------------------------------
 
@@ -495,112 +397,45 @@ class MBPO:
             "config": to_dict(self.cfg),
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """The whole run as plain data (see the module docstring for what is included)."""
+    def _counters(self) -> dict[str, int | float]:
         return {
-            "sac": capture_sac(self.sac),
-            "model": self.model.state_dict(),
-            "real_buffer": self.real.state_dict(),
-            "model_buffer": self.model_buffer.state_dict(),
-            "driver": self.driver.state_dict(),
-            "rng": capture_rng({"run": self.rng}),
-            "counters": {
-                "env_steps": self.env_steps,
-                "episodes": self.episodes,
-                "rollout_length": self.rollout_length,
-                "decided_epoch": self.decided_epoch,
-                "imagined_total": self.imagined_total,
-                "rollout_seconds": self.rollout_seconds,
-                "model_fits": self.model_fits,
-                "nan_restores": self.nan_restores,
-                "train_seconds": self.train_seconds,
-            },
-            "eval_history": [[s, r] for s, r in self.eval_history],
-            "episode_returns": [[s, r] for s, r in self.episode_returns],
-            "last_model_metrics": dict(self.last_model_metrics),
-            "last_rollout_feedback": {
-                "disagreement_by_step": list(self._last_disagreement_by_step),
-                "first_step_disagreement": torch.as_tensor(self._last_first_step_disagreement),
-            },
-            # None between episodes: the next step resets with the next episode's seed.
-            "episode": None
-            if self._obs is None
-            else {
-                "replay": self._episode.state_dict(),
-                "obs": torch.as_tensor(np.asarray(self._obs)).clone(),
-                "return": self._episode_return,
-            },
+            "rollout_length": self.rollout_length,
+            "decided_epoch": self.decided_epoch,
+            "imagined_total": self.imagined_total,
+            "rollout_seconds": self.rollout_seconds,
+            "nan_restores": self.nan_restores,
+            "train_seconds": self.train_seconds,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into this (identically configured) run.
-
-        The episode in progress is replayed in the environment first (see :class:`rolloutlab.run_state.EpisodeReplay`);
-        a checkpoint written before episodes were saved resumes with a new episode.
-        """
-        self._obs, self._episode_return = None, 0.0
-        episode = state.get("episode")
-        if episode is not None:
-            self._obs = self._episode.restore(self.env, episode["replay"], episode["obs"].numpy())
-            self._episode_return = float(episode["return"]) if self._obs is not None else 0.0
-        restore_sac(self.sac, state["sac"])
-        self.model.load_state_dict(state["model"])
-        self.real.load_state_dict(state["real_buffer"])
-        self.model_buffer.load_state_dict(state["model_buffer"])
-        self.driver.load_state_dict(state["driver"])
-        restore_rng(state["rng"], {"run": self.rng})
-        counters = state["counters"]
-        self.env_steps = int(counters["env_steps"])
-        self.episodes = int(counters["episodes"])
+    def _load_counters(self, counters: dict[str, Any]) -> None:
         self.rollout_length = int(counters["rollout_length"])
         self.decided_epoch = int(counters["decided_epoch"])
         self.imagined_total = int(counters["imagined_total"])
         self.rollout_seconds = float(counters["rollout_seconds"])
-        self.model_fits = int(counters["model_fits"])
         self.nan_restores = int(counters["nan_restores"])
         self.train_seconds = float(counters["train_seconds"])
-        self.eval_history = [(int(s), float(r)) for s, r in state["eval_history"]]
-        self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
-        self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
+
+    def _extra_state(self) -> dict[str, Any]:
+        """SAC (networks, optimizers, entropy coefficient), the model buffer and the last rollout round's feedback."""
+        return {
+            "sac": capture_sac(self.sac),
+            "model_buffer": self.model_buffer.state_dict(),
+            "last_rollout_feedback": {
+                "disagreement_by_step": list(self._last_disagreement_by_step),
+                "first_step_disagreement": torch.as_tensor(self._last_first_step_disagreement),
+            },
+        }
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        restore_sac(self.sac, state["sac"])
+        self.model_buffer.load_state_dict(state["model_buffer"])
         last = state.get("last_rollout_feedback", {"disagreement_by_step": [], "first_step_disagreement": None})
         self._last_disagreement_by_step = [float(v) for v in last["disagreement_by_step"]]
         first = last["first_step_disagreement"]
         self._last_first_step_disagreement = np.zeros(0) if first is None else first.numpy().copy()
         self.sac.num_timesteps = self.env_steps
 
-    def save(self, path: str | Path | None = None) -> Path:
-        """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""
-        target = Path(path) if path is not None else self.run_dir / CHECKPOINT_NAME
-        return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
-
-    @classmethod
-    def resume(cls, run_dir: str | Path, logger: Logger | None = None, device: str | None = None) -> MBPO:
-        """Rebuild a run from ``run_dir/config.yaml`` and its latest checkpoint; :meth:`learn` then continues it.
-
-        Args:
-            run_dir: The run's directory.
-            logger: As for the constructor.
-            device: Continue on this device instead of the saved one (a run checkpointed on a GPU continues on a
-                machine without one). The resumed run is exact on the device it was saved from; on another device
-                the arithmetic, and SAC's action noise (drawn from the device's generator), differ.
-
-        Raises:
-            rolloutlab.checkpoint.CheckpointError: No readable MBPO checkpoint in ``run_dir``.
-        """
-        run_dir = Path(run_dir)
-        envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
-        cfg = from_dict(MBPOConfig, envelope["config"])
-        if device is not None:
-            cfg = dataclasses.replace(cfg, device=device)
-        # make_logger keeps the interrupted session's progress.csv as progress.N.csv (SB3's writer would truncate it).
-        run = cls(cfg, run_dir=run_dir, logger=logger)
-        run.load_state_dict(envelope["state"])
-        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
-        return run
-
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> MBPOConfig:
     """An :class:`MBPOConfig` from an optional YAML preset plus command-line overrides (overrides win)."""
-    if path is None:
-        return from_dict(MBPOConfig, overrides)
-    return load_yaml(MBPOConfig, path, overrides)
+    return load_config_or_defaults(MBPOConfig, path, overrides)

@@ -24,40 +24,28 @@ machine and thread count).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from gymnasium import spaces
 from stable_baselines3.common.logger import Logger
 
-from mbrl.algorithms.mbpo import episode_seed, make_env
-from mbrl.buffers import TransitionBuffer
-from mbrl.models import DynamicsModel, ModelConfig
-from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver, truncator_of
+from mbrl.algorithms.base import ModelBasedRun, make_env
+from mbrl.models import ModelConfig
+from mbrl.phases import FEEDBACK_KEYS, truncator_of
 from mbrl.rewards import known_env_names as known_reward_envs
 from mbrl.rewards import reward_fn
-from mbrl.termination import termination_fn
 from meta.controllers import make_controller
 from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
 from planning.mpc.planner import MPCPlanner
 from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
-from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
-from rolloutlab.config import from_dict, load_yaml, save_yaml, to_dict
-from rolloutlab.device import resolve_device
-from rolloutlab.logs import make_logger
-from rolloutlab.run_state import EpisodeReplay, capture_rng, restore_rng
-from rolloutlab.runs import make_run_dir, write_result
-from rolloutlab.seeding import seed_everything
+from rolloutlab.config import load_config_or_defaults, to_dict
 
 CHECKPOINT_KIND = "pets-run"
-CHECKPOINT_NAME = "checkpoint.pt"
 OPTIMIZERS = ("cem", "mppi")
 REWARD_SOURCES = ("known", "model")
 
@@ -159,7 +147,7 @@ def check_config(cfg: PETSConfig) -> int:
     return first
 
 
-class PETS:
+class PETS(ModelBasedRun[PETSConfig]):
     """The PETS driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
 
     Args:
@@ -169,11 +157,17 @@ class PETS:
         log_formats: Formats for the default logger.
 
     Attributes:
-        env_steps: Real env steps taken so far.
-        eval_history: ``(env_steps, mean return)`` per evaluation.
         planner: The training planner (its ``latencies`` are the per-step planning times).
-        on_step: Optional hook called with the run after every env step.
+        horizon: The planning horizon in force (the controller's last decision).
+        stopped_early: An evaluation reached ``stop_at_return`` and the run ended there.
+
+    The loop, the other counters and checkpoints are :class:`~mbrl.algorithms.base.ModelBasedRun`'s.
     """
+
+    name = "pets"
+    checkpoint_kind = CHECKPOINT_KIND
+    config_type = PETSConfig
+    action_space_need = "continuous actions (a flat Box action space)"
 
     def __init__(
         self,
@@ -183,62 +177,24 @@ class PETS:
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
     ) -> None:
         first_horizon = check_config(cfg)
-        self.cfg = cfg
-        self.device = resolve_device(cfg.device)
-        self.env = make_env(cfg.env_id)
+        super().__init__(cfg, run_dir, logger, log_formats)
         self.eval_env = make_env(cfg.env_id)
-        obs_space, act_space = self.env.observation_space, self.env.action_space
-        if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
-            raise ValueError(f"PETS needs a flat Box observation space, {cfg.env_id} has {obs_space}")
-        if not isinstance(act_space, spaces.Box) or len(act_space.shape) != 1:
-            raise ValueError(f"PETS plans continuous actions (a flat Box), {cfg.env_id} has {act_space}")
-        self.obs_dim, self.act_dim = int(obs_space.shape[0]), int(act_space.shape[0])
-        self.action_low = act_space.low.astype(np.float32)
-        self.action_high = act_space.high.astype(np.float32)
-        self.run_dir = (
-            Path(run_dir) if run_dir is not None else make_run_dir(f"pets-{cfg.env_id}", cfg.seed, config=cfg)
-        )
-        if not (self.run_dir / "config.yaml").exists():
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            save_yaml(cfg, self.run_dir / "config.yaml")
-        self.rng = seed_everything(cfg.seed)
-
-        done_fn = termination_fn(cfg.env_id)
-        model_cfg = cfg.model
-        if done_fn is None and not model_cfg.learned_termination:
-            model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
-        self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed, device=self.device)
         self.evaluator = TrajectoryEvaluator(
             self.model,
             reward_fn(cfg.env_id) if cfg.reward == "known" else None,
-            done_fn,
+            self.done_fn,
             propagation=cfg.propagation,
             num_particles=cfg.num_particles,
             sample_noise=cfg.sample_noise,
         )
-        self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
         self.horizon = first_horizon  # in force until the first fit's decision
         self.planner = MPCPlanner(
             self.evaluator, self._optimizer(), self.horizon, np.random.default_rng([cfg.seed, 31_337])
         )
-        self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
-        self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
-        self.driver.logger = self.logger
-
-        self.env_steps = 0
-        self.episodes = 0
-        self.model_fits = 0
         self.evaluations = 0
         self.eval_seconds = 0.0
         self.fit_seconds = 0.0
-        self.eval_history: list[tuple[int, float]] = []
-        self.episode_returns: list[tuple[int, float]] = []
-        self.last_model_metrics: dict[str, float] = {}
         self.stopped_early = False
-        self._obs: np.ndarray | None = None
-        self._episode_return = 0.0
-        self._episode = EpisodeReplay()
-        self.on_step: Callable[[PETS], None] | None = None
 
     def _optimizer(self) -> ActionSequenceOptimizer:
         if self.cfg.optimizer == "cem":
@@ -247,50 +203,20 @@ class PETS:
 
     # --- the loop ---------------------------------------------------------------------------------------------
 
-    def learn(self) -> PETS:
-        """Interact until ``cfg.total_steps`` env steps (or ``stop_at_return``), then write ``result.json``."""
-        cfg = self.cfg
-        started, steps_at_start = time.perf_counter(), self.env_steps
-        while self.env_steps < cfg.total_steps and not self.stopped_early:
-            if self._obs is None:
-                self._obs, _ = self._episode.reset(self.env, seed=episode_seed(cfg.seed, self.episodes))
-                self._episode_return = 0.0
-                self.planner.reset()
-            due = self.env_steps - cfg.initial_random_steps
-            if due >= 0 and due % cfg.model_train_freq == 0:
-                self._fit_and_decide()
-            self._env_step()
-            if cfg.eval_every and self.env_steps % cfg.eval_every == 0:
-                value = self.evaluate()
-                if cfg.stop_at_return is not None and value >= cfg.stop_at_return:
-                    self.stopped_early = True
-            if self.env_steps % cfg.log_every == 0 or self.env_steps == cfg.total_steps or self.stopped_early:
-                self._dump(started, steps_at_start)
-            if cfg.checkpoint_every and self.env_steps % cfg.checkpoint_every == 0:
-                self.save()
-            if self.on_step is not None:
-                self.on_step(self)
-        self.save()
-        write_result(self.run_dir, self.result())
-        return self
+    def _on_episode_start(self) -> None:
+        self.planner.reset()
 
-    def _env_step(self) -> None:
-        cfg = self.cfg
-        assert self._obs is not None
-        if self.env_steps < cfg.initial_random_steps:
-            action = self.rng.uniform(self.action_low, self.action_high).astype(np.float32)
-        else:
-            action = self.planner.act(self._obs)
-        next_obs, reward, terminated, truncated, _ = self._episode.step(self.env, action)
-        self.real.add(self._obs, action, float(reward), next_obs, bool(terminated), bool(truncated))
-        self._episode_return += float(reward)
-        self.env_steps += 1
-        self._obs = np.asarray(next_obs, dtype=np.float32)
-        if terminated or truncated:
-            self.episode_returns.append((self.env_steps, self._episode_return))
-            self.logger.record_mean("rollout/ep_rew_mean", self._episode_return)
-            self.episodes += 1
-            self._obs = None
+    def _before_env_step(self) -> None:
+        due = self.env_steps - self.cfg.initial_random_steps
+        if due >= 0 and due % self.cfg.model_train_freq == 0:
+            self._fit_and_decide()
+
+    def _act(self, obs: np.ndarray) -> np.ndarray:
+        return self.planner.act(obs)
+
+    def _after_evaluation(self, mean_return: float) -> None:
+        if self.cfg.stop_at_return is not None and mean_return >= self.cfg.stop_at_return:
+            self.stopped_early = self.stop_requested = True
 
     def _fit_and_decide(self) -> None:
         """Refit the model on every real transition, then let the controller set the planning horizon."""
@@ -304,16 +230,9 @@ class PETS:
         self.last_model_metrics = metrics
         for key, value in metrics.items():
             self.logger.record(key, value)
-        evals = [r for _, r in self.eval_history]
         nan = math.nan
-        feedback = {
-            "env_steps": self.env_steps,
-            "budget_fraction": self.env_steps / self.cfg.total_steps,
-            "mean_return": evals[-1] if evals else nan,
-            "eval_trend": (evals[-1] - evals[-2]) if len(evals) >= 2 else 0.0,
-            "model_holdout_loss": metrics.get("model/holdout_nll", nan),
-            "model_holdout_mse": metrics.get("model/holdout_mse", nan),
-            "model_holdout_nmse": metrics.get("model/holdout_nmse", nan),
+        feedback = self._feedback_from_model_and_returns(metrics)
+        feedback |= {
             "model_return_error": nan,
             "model_length_error": nan,
             "disagreement_mean": nan,
@@ -371,15 +290,10 @@ class PETS:
             return {"plan_ms_p50": math.nan, "plan_ms_p95": math.nan}
         return {"plan_ms_p50": float(np.percentile(lat, 50)), "plan_ms_p95": float(np.percentile(lat, 95))}
 
-    def _dump(self, started: float, steps_at_start: int) -> None:
-        elapsed = max(time.perf_counter() - started, 1e-9)
-        self.logger.record("time/total_timesteps", self.env_steps)
-        self.logger.record("time/fps", (self.env_steps - steps_at_start) / elapsed)
+    def _record_progress(self) -> None:
         for key, value in self.latency_ms().items():
             self.logger.record(f"time/{key}", value)
-        self.logger.record("model/real_samples", len(self.real))
         self.logger.record("meta/planning_horizon", self.horizon)
-        self.logger.dump(self.env_steps)
 
     # --- results and persistence ------------------------------------------------------------------------------
 
@@ -403,104 +317,39 @@ class PETS:
             "config": to_dict(self.cfg),
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """The whole run as plain data: model and normalizers, real buffer, controller, RNGs, counters, history, and
-        the episode in progress (its reset and actions, the observation and return so far, the planner's kept
-        plan)."""
+    def _generators(self) -> dict[str, np.random.Generator | torch.Generator]:
+        return {"run": self.rng, "planner": self.planner.rng}
+
+    def _counters(self) -> dict[str, int | float]:
         return {
-            "model": self.model.state_dict(),
-            "real_buffer": self.real.state_dict(),
-            "driver": self.driver.state_dict(),
-            "rng": capture_rng({"run": self.rng, "planner": self.planner.rng}),
-            "counters": {
-                "env_steps": self.env_steps,
-                "episodes": self.episodes,
-                "model_fits": self.model_fits,
-                "evaluations": self.evaluations,
-                "horizon": self.horizon,
-                "eval_seconds": self.eval_seconds,
-                "fit_seconds": self.fit_seconds,
-                "stopped_early": int(self.stopped_early),
-            },
-            "eval_history": [[s, r] for s, r in self.eval_history],
-            "episode_returns": [[s, r] for s, r in self.episode_returns],
-            "latencies": [float(x) for x in self.planner.latencies],
-            "last_model_metrics": dict(self.last_model_metrics),
-            # None between episodes: the next step resets with the next episode's seed.
-            "episode": None
-            if self._obs is None
-            else {
-                "replay": self._episode.state_dict(),
-                "obs": torch.as_tensor(np.asarray(self._obs)).clone(),
-                "return": self._episode_return,
-                "planner": self.planner.state_dict(),
-            },
+            "evaluations": self.evaluations,
+            "horizon": self.horizon,
+            "eval_seconds": self.eval_seconds,
+            "fit_seconds": self.fit_seconds,
+            "stopped_early": int(self.stopped_early),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into this (identically configured) run.
-
-        The episode in progress is replayed in the environment (:class:`rolloutlab.run_state.EpisodeReplay`) and the
-        planner gets its kept plan back; a checkpoint written before episodes were saved resumes with a new episode.
-        """
-        self._obs, self._episode_return = None, 0.0
-        episode = state.get("episode")
-        if episode is not None:
-            self._obs = self._episode.restore(self.env, episode["replay"], episode["obs"].numpy())
-            if self._obs is not None:
-                self._obs = np.asarray(self._obs, dtype=np.float32)
-                self._episode_return = float(episode["return"])
-                self.planner.load_state_dict(episode["planner"])
-        self.model.load_state_dict(state["model"])
-        self.real.load_state_dict(state["real_buffer"])
-        self.driver.load_state_dict(state["driver"])
-        restore_rng(state["rng"], {"run": self.rng, "planner": self.planner.rng})
-        counters = state["counters"]
-        self.env_steps = int(counters["env_steps"])
-        self.episodes = int(counters["episodes"])
-        self.model_fits = int(counters["model_fits"])
+    def _load_counters(self, counters: dict[str, Any]) -> None:
         self.evaluations = int(counters["evaluations"])
         self.horizon = int(counters["horizon"])
         self.planner.horizon = self.horizon
         self.eval_seconds = float(counters["eval_seconds"])
         self.fit_seconds = float(counters["fit_seconds"])
-        self.stopped_early = bool(counters["stopped_early"])
-        self.eval_history = [(int(s), float(r)) for s, r in state["eval_history"]]
-        self.episode_returns = [(int(s), float(r)) for s, r in state["episode_returns"]]
+        self.stopped_early = self.stop_requested = bool(counters["stopped_early"])
+
+    def _episode_extra(self) -> dict[str, Any]:
+        return {"planner": self.planner.state_dict()}  # the kept plan that warm-starts the next step
+
+    def _restore_episode_extra(self, episode: dict[str, Any]) -> None:
+        self.planner.load_state_dict(episode["planner"])
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"latencies": [float(x) for x in self.planner.latencies]}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.planner.latencies = [float(x) for x in state["latencies"]]
-        self.last_model_metrics = {str(k): float(v) for k, v in state["last_model_metrics"].items()}
-
-    def save(self, path: str | Path | None = None) -> Path:
-        """Atomically write the whole-run checkpoint (default ``run_dir/checkpoint.pt``)."""
-        target = Path(path) if path is not None else self.run_dir / CHECKPOINT_NAME
-        return save_checkpoint(target, self.state_dict(), kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
-
-    @classmethod
-    def resume(cls, run_dir: str | Path, logger: Logger | None = None, device: str | None = None) -> PETS:
-        """Rebuild a run from its latest checkpoint; :meth:`learn` then continues it to the same budget.
-
-        Args:
-            run_dir: The run's directory.
-            logger: As for the constructor.
-            device: Continue on this device instead of the saved one (the random draws are the same on every device;
-                the arithmetic is not).
-
-        Raises:
-            rolloutlab.checkpoint.CheckpointError: No readable PETS checkpoint in ``run_dir``.
-        """
-        run_dir = Path(run_dir)
-        envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
-        cfg = from_dict(PETSConfig, envelope["config"])
-        if device is not None:
-            cfg = dataclasses.replace(cfg, device=device)
-        run = cls(cfg, run_dir=run_dir, logger=logger)
-        run.load_state_dict(envelope["state"])
-        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
-        return run
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any]) -> PETSConfig:
     """A :class:`PETSConfig` from an optional YAML preset plus command-line overrides (overrides win)."""
-    if path is None:
-        return from_dict(PETSConfig, overrides)
-    return load_yaml(PETSConfig, path, overrides)
+    return load_config_or_defaults(PETSConfig, path, overrides)
