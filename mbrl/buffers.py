@@ -64,14 +64,7 @@ class Transitions:
     @staticmethod
     def empty(obs_dim: int, action_shape: tuple[int, ...], action_dtype: Any) -> Transitions:
         """A batch of no transitions, with the shapes and dtypes of a non-empty one (so it concatenates)."""
-        return Transitions(
-            obs=np.zeros((0, obs_dim), np.float32),
-            action=np.zeros((0, *action_shape), action_dtype),
-            reward=np.zeros(0, np.float32),
-            next_obs=np.zeros((0, obs_dim), np.float32),
-            terminated=np.zeros(0, bool),
-            truncated=np.zeros(0, bool),
-        )
+        return Transitions(**_zero_fields((0,), obs_dim, action_shape, action_dtype))
 
     @staticmethod
     def concatenate(parts: list[Transitions]) -> Transitions:
@@ -83,11 +76,64 @@ class Transitions:
         return Transitions(*(getattr(self, f)[idx] for f in (*_FIELDS, "steps")))
 
 
+def _zero_fields(
+    leading: tuple[int, ...], obs_dim: int, action_shape: tuple[int, ...], action_dtype: Any
+) -> dict[str, np.ndarray]:
+    """Zeroed arrays for the six stored fields (:data:`_FIELDS`), each with leading dimensions ``leading``."""
+    return {
+        "obs": np.zeros((*leading, obs_dim), np.float32),
+        "action": np.zeros((*leading, *action_shape), action_dtype),
+        "reward": np.zeros(leading, np.float32),
+        "next_obs": np.zeros((*leading, obs_dim), np.float32),
+        "terminated": np.zeros(leading, bool),
+        "truncated": np.zeros(leading, bool),
+    }
+
+
 def _action_layout(action_dim: int, discrete: bool) -> tuple[tuple[int, ...], type]:
     return ((), np.int64) if discrete else ((action_dim,), np.float32)
 
 
-class TransitionBuffer:
+class _TransitionStore:
+    """Base of the buffers: the layout of one stored transition (arguments as in :class:`TransitionBuffer`)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, discrete_actions: bool) -> None:
+        self.obs_dim = int(obs_dim)
+        self.action_dim = int(action_dim)
+        self.discrete_actions = bool(discrete_actions)
+
+    def _zeros(self, *leading: int) -> dict[str, np.ndarray]:
+        """Zeroed arrays for the six stored fields in this layout, each with leading dimensions ``leading``."""
+        return _zero_fields(leading, self.obs_dim, *_action_layout(self.action_dim, self.discrete_actions))
+
+
+class _CircularStore(_TransitionStore):
+    """Base of the circular buffers: the six field arrays, shaped ``[*runs, capacity, ...]``, and the write position.
+
+    Every run axis in ``runs`` is written in lockstep, so ``pos`` and ``size`` are shared.
+    """
+
+    def __init__(
+        self, runs: tuple[int, ...], capacity: int, obs_dim: int, action_dim: int, discrete_actions: bool
+    ) -> None:
+        super().__init__(obs_dim, action_dim, discrete_actions)
+        self.capacity = int(capacity)
+        zeros = self._zeros(*runs, self.capacity)
+        self.obs, self.action, self.reward, self.next_obs, self.terminated, self.truncated = (zeros[n] for n in _FIELDS)
+        self.pos = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _oldest_first(self) -> np.ndarray:
+        """Storage indices of the ``size`` stored slots, oldest first."""
+        if self.size < self.capacity:
+            return np.arange(self.size)
+        return (self.pos + np.arange(self.capacity)) % self.capacity
+
+
+class TransitionBuffer(_CircularStore):
     """Circular buffer of transitions with uniform sampling.
 
     Args:
@@ -100,22 +146,7 @@ class TransitionBuffer:
     def __init__(self, capacity: int, obs_dim: int, action_dim: int, discrete_actions: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.capacity = int(capacity)
-        self.obs_dim = int(obs_dim)
-        self.action_dim = int(action_dim)
-        self.discrete_actions = bool(discrete_actions)
-        act_shape, act_dtype = _action_layout(self.action_dim, self.discrete_actions)
-        self.obs = np.zeros((self.capacity, self.obs_dim), dtype=np.float32)
-        self.action: np.ndarray = np.zeros((self.capacity, *act_shape), dtype=act_dtype)
-        self.reward = np.zeros(self.capacity, dtype=np.float32)
-        self.next_obs = np.zeros((self.capacity, self.obs_dim), dtype=np.float32)
-        self.terminated = np.zeros(self.capacity, dtype=bool)
-        self.truncated = np.zeros(self.capacity, dtype=bool)
-        self.pos = 0
-        self.size = 0
-
-    def __len__(self) -> int:
-        return self.size
+        super().__init__((), capacity, obs_dim, action_dim, discrete_actions)
 
     def add(
         self,
@@ -154,11 +185,7 @@ class TransitionBuffer:
 
     def all(self) -> Transitions:
         """Every stored transition, oldest first."""
-        if self.size < self.capacity:
-            idx = np.arange(self.size)
-        else:
-            idx = (self.pos + np.arange(self.capacity)) % self.capacity
-        return self.take(idx)
+        return self.take(self._oldest_first())
 
     def take(self, idx: np.ndarray) -> Transitions:
         """Transitions at storage indices ``idx``."""
@@ -195,7 +222,7 @@ def _chunk_transitions(chunk: Mapping[str, Any]) -> Transitions:
     return Transitions(**fields, steps=steps)
 
 
-class ModelBuffer:
+class ModelBuffer(_TransitionStore):
     """Imagined transitions grouped by epoch; only the last ``retain_epochs`` epochs are kept.
 
     Args:
@@ -208,10 +235,8 @@ class ModelBuffer:
     def __init__(self, retain_epochs: int, obs_dim: int, action_dim: int, discrete_actions: bool = False) -> None:
         if retain_epochs < 1:
             raise ValueError(f"retain_epochs must be >= 1, got {retain_epochs}")
+        super().__init__(obs_dim, action_dim, discrete_actions)
         self.retain_epochs = int(retain_epochs)
-        self.obs_dim = int(obs_dim)
-        self.action_dim = int(action_dim)
-        self.discrete_actions = bool(discrete_actions)
         self._chunks: list[tuple[int, Transitions]] = []
         self._cache: Transitions | None = None
 
@@ -237,7 +262,7 @@ class ModelBuffer:
             if self._chunks:
                 self._cache = Transitions.concatenate([c for _, c in self._chunks])
             else:
-                self._cache = Transitions.empty(self.obs_dim, *_action_layout(self.action_dim, self.discrete_actions))
+                self._cache = Transitions(**self._zeros(0))
         return self._cache
 
     def sample(self, n: int, rng: np.random.Generator) -> Transitions:
@@ -375,7 +400,7 @@ class MixedReplayBuffer(ReplayBuffer):
         return ReplayBufferSamples(*tuple(map(self.to_torch, data)))
 
 
-class RunBatchedBuffer:
+class RunBatchedBuffer(_CircularStore):
     """``B`` circular transition buffers written in lockstep: one transition per run at every env step.
 
     The storage for ``B`` independent runs advanced together (Dyna-DQN batched over runs): arrays carry a leading run
@@ -395,21 +420,8 @@ class RunBatchedBuffer:
     ) -> None:
         if num_runs < 1 or capacity < 1:
             raise ValueError(f"need num_runs >= 1 and capacity >= 1, got {num_runs} and {capacity}")
-        self.num_runs, self.capacity = int(num_runs), int(capacity)
-        self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
-        act_shape, act_dtype = _action_layout(self.action_dim, self.discrete_actions)
-        b, c = self.num_runs, self.capacity
-        self.obs = np.zeros((b, c, self.obs_dim), dtype=np.float32)
-        self.action: np.ndarray = np.zeros((b, c, *act_shape), dtype=act_dtype)
-        self.reward = np.zeros((b, c), dtype=np.float32)
-        self.next_obs = np.zeros((b, c, self.obs_dim), dtype=np.float32)
-        self.terminated = np.zeros((b, c), dtype=bool)
-        self.truncated = np.zeros((b, c), dtype=bool)
-        self.pos = 0
-        self.size = 0
-
-    def __len__(self) -> int:
-        return self.size
+        self.num_runs = int(num_runs)
+        super().__init__((self.num_runs,), capacity, obs_dim, action_dim, discrete_actions)
 
     def add(
         self,
@@ -429,10 +441,7 @@ class RunBatchedBuffer:
 
     def run(self, i: int) -> Transitions:
         """Every transition of run ``i``, oldest first."""
-        if self.size < self.capacity:
-            idx = np.arange(self.size)
-        else:
-            idx = (self.pos + np.arange(self.capacity)) % self.capacity
+        idx = self._oldest_first()
         return Transitions(*(getattr(self, name)[i, idx] for name in _FIELDS))
 
     def gather(self, idx: np.ndarray) -> Transitions:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from tiny_presets import DYNA_TINY
 from typer.testing import CliRunner
 
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
@@ -40,17 +41,6 @@ PETS_TINY = {
     "num_particles": 2,
     "cem": {"population": 20, "iterations": 1},
     "model": {"ensemble_size": 2, "num_elites": 2, "hidden_size": 16, "num_layers": 1, "min_train_steps": 50},
-}
-DYNA_TINY = {
-    "phase_length": 100,
-    "learning_starts": 50,
-    "buffer_size": 500,
-    "net_arch": [16, 16],
-    "num_model_rollouts": 20,
-    "model_train_freq": 50,
-    "rollout_freq": 50,
-    "eval_episodes": 1,
-    "model": {"ensemble_size": 2, "num_elites": 1, "hidden_size": 8, "num_layers": 1, "max_epochs": 2},
 }
 INCONTEXT_TINY = {
     "n_arms": 2,

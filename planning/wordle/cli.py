@@ -28,7 +28,8 @@ _EXACT_HELP = "Base policy plays the exact optimum on beliefs of at most this ma
 _LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
 
 
-# The options `play` and `serve` share (the same assistant behind the terminal and the page).
+# The options `play` and `serve` share (the same assistant behind the terminal and the page); `solve` takes the
+# solver's too.
 _Hard = Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")]
 _Lists = Annotated[str, typer.Option(help=_LISTS_HELP)]
 _Policy = Annotated[str, typer.Option(help="rollout or greedy.")]
@@ -162,13 +163,13 @@ def serve(
 @app.command()
 def solve(
     word: Annotated[str, typer.Argument(help="The answer to play against.")],
-    hard: Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")] = False,
+    hard: _Hard = False,
     opener: Annotated[str, typer.Option(help="First guess: a word, auto, or none.")] = "salet",
-    lists: Annotated[str, typer.Option(help=_LISTS_HELP)] = "original",
-    policy: Annotated[str, typer.Option(help="rollout or greedy.")] = "rollout",
-    heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")] = None,
-    exact_up_to: Annotated[int | None, typer.Option(help=_EXACT_HELP)] = None,
+    lists: _Lists = "original",
+    policy: _Policy = "rollout",
+    heuristic: _Heuristic = "gep",
+    top_k: _TopK = None,
+    exact_up_to: _ExactUpTo = None,
 ) -> None:
     """Play against a known answer and print the coloured board."""
     from planning.wordle.assistant import squares

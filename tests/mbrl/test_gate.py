@@ -4,31 +4,19 @@ on hand-made scores, a tiny end-to-end slice, and the committed gate tables agre
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from script_modules import load_script
 
 from mbrl.benchmark import GateSettings, gate_learner_config, gate_table, parse_gate_arm, summarize_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "mbrl" / "results"
-
-
-@functools.cache
-def _gate() -> ModuleType:
-    script = RESULTS.parent / "gate.py"
-    spec = importlib.util.spec_from_file_location("mbrl_gate_experiment", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+GATE = RESULTS.parent / "gate.py"
+DIAGNOSIS = RESULTS.parent / "gate_diagnosis.py"
 
 
 def test_arm_names() -> None:
@@ -63,7 +51,7 @@ def test_verdict_needs_the_best_model_arm_two_paired_errors_above_both_k0_arms()
 
 
 def test_tiny_slice_runs_every_kind_of_arm(tmp_path: Path) -> None:
-    gate = _gate()
+    gate = load_script(GATE)
     args = gate.Args(
         budget=200,
         phase_length=100,
@@ -107,19 +95,8 @@ def test_readme_and_docs_quote_the_gate_table() -> None:
     assert table in (ROOT / "docs" / "dyna.md").read_text()
 
 
-@functools.cache
-def _diagnosis() -> ModuleType:
-    script = RESULTS.parent / "gate_diagnosis.py"
-    spec = importlib.util.spec_from_file_location("mbrl_gate_diagnosis_experiment", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_diagnosis_variants_are_valid_gate_settings_with_a_ceiling_arm() -> None:
-    diagnosis = _diagnosis()
+    diagnosis = load_script(DIAGNOSIS)
     fields = {f.name for f in dataclasses.fields(GateSettings)}
     for name, (overrides, arms) in diagnosis.VARIANTS.items():
         assert set(overrides) <= fields, name
@@ -130,7 +107,7 @@ def test_diagnosis_variants_are_valid_gate_settings_with_a_ceiling_arm() -> None
 
 @pytest.mark.skipif(not (RESULTS / "gate_diagnosis.json").exists(), reason="the diagnosis has not been run")
 def test_committed_diagnosis_table_is_generated_from_its_json() -> None:
-    diagnosis = _diagnosis()
+    diagnosis = load_script(DIAGNOSIS)
     combined = json.loads((RESULTS / "gate_diagnosis.json").read_text())
     assert (RESULTS / "gate_diagnosis.md").read_text() == diagnosis.table(combined)
     for name, summary in combined["variants"].items():
@@ -153,7 +130,7 @@ def test_multi_step_gate_and_diagnosis_tables_are_generated_and_quoted() -> None
 
 
 def test_recorded_command_names_every_changed_setting() -> None:
-    gate = _gate()
+    gate = load_script(GATE)
     assert gate.command_line(gate.Args(runs=10)).endswith("gate.py --workers 2 --runs 10")
     cmd = gate.command_line(gate.Args(runs=4, multi_step_targets=True, real_ratio=0.25, arms="fixed:0,fixed:2"))
     assert "--multi-step-targets" in cmd and "--real-ratio 0.25" in cmd and "--arms fixed:0,fixed:2" in cmd

@@ -7,21 +7,10 @@ import json
 from pathlib import Path
 
 import yaml
+from tiny_presets import DYNA_TINY
 from typer.testing import CliRunner
 
 from mbrl.cli import app
-
-DYNA_TINY = {
-    "phase_length": 100,
-    "learning_starts": 50,
-    "buffer_size": 500,
-    "net_arch": [16, 16],
-    "num_model_rollouts": 20,
-    "model_train_freq": 50,
-    "rollout_freq": 50,
-    "eval_episodes": 1,
-    "model": {"ensemble_size": 2, "num_elites": 1, "hidden_size": 8, "num_layers": 1, "max_epochs": 2},
-}
 
 
 def test_dyna_dispatch_and_resume(tmp_path: Path) -> None:

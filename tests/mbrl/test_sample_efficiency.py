@@ -5,17 +5,14 @@ settings (pure functions on hand-made curves, plus tiny real runs on the point m
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from script_modules import load_script
 
 from mbrl.algorithms.mbpo import MBPOConfig
 from mbrl.benchmark import (
@@ -43,16 +40,6 @@ from mbrl.benchmark import (
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments" / "mbrl"
 ROUND_ONE_FILE = EXPERIMENTS / "results" / "sample_efficiency_Pendulum-v1_g10.json"
-
-
-@functools.cache
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"mbrl_{name}_experiment", EXPERIMENTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _curve(reached_at: int | None, budget: int, every: int = 100, low: float = -1000.0, high: float = -100.0):
@@ -359,7 +346,7 @@ def test_mbpo_arm_takes_the_library_defaults_unless_overridden() -> None:
 
 
 def test_script_settings_follow_the_protocol() -> None:
-    script = _script("sample_efficiency")
+    script = load_script(EXPERIMENTS / "sample_efficiency.py")
     args = script.Args()
     settings = script.settings_from_args(args)
     assert settings.mbpo == {} and settings.eval_every == 100 and settings.initial_random_steps == 200
@@ -399,7 +386,7 @@ TINY_FLAGS = dict(
 
 
 def test_script_runs_and_resumes_on_the_point_mass(tmp_path: Path) -> None:
-    script = _script("sample_efficiency")
+    script = load_script(EXPERIMENTS / "sample_efficiency.py")
     args = script.Args(env_id="rolloutlab/PointMass-v0", arms="mbpo:fixed:1,sac_utd1", **TINY_FLAGS)
     entry = script.main(args, results=tmp_path)
     assert entry["seeds"] == [0, 1] and set(entry["arms"]) == {"mbpo:fixed:1", "sac_utd1"}
@@ -436,7 +423,7 @@ def test_sac_arm_counts_the_same_warm_up_and_evaluations() -> None:
 
 @pytest.mark.slow
 def test_halfcheetah_final_only_path(tmp_path: Path) -> None:
-    script = _script("sample_efficiency")
+    script = load_script(EXPERIMENTS / "sample_efficiency.py")
     flags = {**TINY_FLAGS, "threshold": None, "eval_episodes": 1}
     args = script.Args(env_id="HalfCheetah-v5", arms="mbpo:fixed:1,sac_same_utd", final_only=True, **flags)
     entry = script.main(args, results=tmp_path)

@@ -4,15 +4,12 @@ round-one results as the README quotes them."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 import scipy.stats
+from script_modules import load_script
 
 from meta.rollout_length.benchmark import (
     pending_units,
@@ -29,17 +26,6 @@ from rolloutlab.config import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "meta" / "results"
-
-
-@functools.cache
-def _experiment_script() -> ModuleType:
-    script = RESULTS.parent / "rollout_length.py"
-    spec = importlib.util.spec_from_file_location("meta_rollout_length_experiment", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_readme_quotes_the_scaled_table() -> None:
@@ -123,7 +109,7 @@ def test_summary_statistics_and_target() -> None:
 
 
 def test_experiment_config_is_the_gate_preset_with_ten_decisions() -> None:
-    script = _experiment_script()
+    script = load_script(RESULTS.parent / "rollout_length.py")
     cfg = script.train_config(script.Args())
     preset = load_yaml(MetaTrainConfig, script.PRESET)
     assert cfg.env.dyna == preset.env.dyna and cfg.env.budget == preset.env.budget == 8_000

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 pytest.importorskip("trl")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_adaptive_grpo.py"
 
 
-def _load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("trl_adaptive_grpo", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("allocator", ["ar3po:2,4", "uniform:4"])
 def test_the_trl_example_runs_and_saves_its_result(tmp_path: Path, allocator: str) -> None:
-    example = _load()
+    example = load_script(EXAMPLE)
     args = example.Args(
         allocator=allocator,
         max_steps=2,

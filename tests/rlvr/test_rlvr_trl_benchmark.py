@@ -3,15 +3,13 @@ unseen task family, and the committed summary agreeing with its runs and its tab
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from script_modules import load_script
 
 from meta.rlvr.benchmark import summarize_trl, trl_table
 
@@ -20,15 +18,9 @@ SCRIPT = ROOT / "experiments" / "rlvr" / "trl_benchmark.py"
 SUMMARY = ROOT / "experiments" / "rlvr" / "results" / "trl_summary.json"
 
 
-@functools.cache
 def _bench() -> ModuleType:
     pytest.importorskip("trl")
-    spec = importlib.util.spec_from_file_location("rlvr_trl_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_sort_tasks_are_sorted_digit_strings() -> None:

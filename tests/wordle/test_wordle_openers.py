@@ -4,13 +4,11 @@ against the proven optima (``experiments/wordle/openers.py``) and the benchmark 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_modules import load_script
 
 from planning.wordle.benchmark import (
     RUNS,
@@ -27,17 +25,8 @@ SCRIPT = ROOT / "experiments" / "wordle" / "openers.py"
 RESULTS = ROOT / "experiments" / "wordle" / "results"
 
 
-def _openers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wordle_openers_experiment", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_optima_tables_are_selbys_and_summaries_count_right() -> None:
-    openers = _openers()
+    openers = load_script(SCRIPT)
     easy, hard = read_optima(openers.OPTIMA["easy"]), read_optima(openers.OPTIMA["hard"])
     assert len(easy) == 105 and len(hard) == 101
     assert easy[0] == ("salet", 7920) and hard[0] == ("salet", 8122)
@@ -53,7 +42,7 @@ def test_optima_tables_are_selbys_and_summaries_count_right() -> None:
 
 @pytest.mark.skipif(not (RESULTS / "openers.json").exists(), reason="the opener benchmark has not been run")
 def test_committed_opener_table_is_generated_from_its_json_and_quoted() -> None:
-    openers = _openers()
+    openers = load_script(SCRIPT)
     summary = json.loads((RESULTS / "openers.json").read_text())
     table = (RESULTS / "openers.md").read_text()
     assert table == openers_table(summary)
@@ -78,11 +67,7 @@ def test_committed_table_summary_is_its_records_and_each_records_its_command() -
 
 
 def test_table_script_refuses_unknown_runs_and_takes_tyro_flags(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("wordle_table_experiment", SCRIPT.parent / "benchmark.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
+    script = load_script(SCRIPT.parent / "benchmark.py")
     import tyro
 
     args = tyro.cli(script.Args, args=["--out-dir", str(tmp_path), "--only", "a", "b", "--force"])
