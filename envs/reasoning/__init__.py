@@ -7,6 +7,9 @@ Two families, each with a difficulty knob (the number of digits, 1-6):
   "Teaching Arithmetic to Small Transformers").
 * ``mul``: reversed-digit multiplication of a d-digit number by a single digit, also least-significant digit first.
 
+A third family, ``calc`` (:mod:`envs.reasoning.tooluse`), is tool use: multi-step ``+ - *`` expressions that the model
+may solve with calculator calls ``<calc>EXPR</calc>`` (the environment inserts the result) and a scratchpad.
+
 Everything here is plain Python plus numpy; no other rolloutlab package is imported.
 """
 

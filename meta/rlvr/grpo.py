@@ -47,7 +47,7 @@ from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
-from meta.rlvr.sampling import sample, sequence_logprobs
+from meta.rlvr.sampling import ToolHook, sample, sequence_logprobs
 from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
@@ -143,11 +143,18 @@ class GRPOConfig:
 
 @dataclass
 class Response:
-    """One response: completion token ids, verifier reward, and whether it was reused from the buffer."""
+    """One response: completion token ids, verifier reward, whether it was reused from the buffer, and which tokens
+    a tool inserted (0/1 per token, ``None`` without a tool; inserted tokens are left out of the loss)."""
 
     tokens: list[int]
     reward: float
     reused: bool = False
+    inserted: list[int] | None = None
+
+    @property
+    def policy_tokens(self) -> int:
+        """Tokens the model sampled (the length without the tool's insertions)."""
+        return len(self.tokens) - (sum(self.inserted) if self.inserted else 0)
 
 
 @dataclass
@@ -222,6 +229,7 @@ class _Minibatch:
     advantages: torch.Tensor  # (rows, 1)
     old_logp: torch.Tensor | None  # None: on-policy (one step per batch), the ratio is exactly 1
     ref_logp: torch.Tensor | None
+    policy_mask: torch.Tensor | None = None  # (rows, width), 0 on tool-inserted tokens; None: no tool insertions
 
 
 RewardFn = Callable[[Task, str], float]
@@ -242,6 +250,10 @@ class GRPOTrainer:
         temperature_controller: Optional E3 temperature controller, updated from each step's token entropy.
         length_penalty: Optional ALP shaping of the rewards used for advantages (statistics keep raw rewards).
         clip_controller: Optional BAPO controller setting the ratio bounds from each optimizer step's ratios.
+        tool: Optional tool hook run while sampling and evaluating (:class:`meta.rlvr.tools.CalculatorTool` for the
+            ``calc`` tasks); the tokens it inserts are kept out of the policy-gradient and KL terms and out of the
+            loss normaliser's token counts. Not combined with response reuse (a reused response's insertions are
+            not stored).
     """
 
     def __init__(
@@ -256,9 +268,13 @@ class GRPOTrainer:
         temperature_controller: EntropyTemperature | None = None,
         length_penalty: AdaptiveLengthPenalty | None = None,
         clip_controller: BalancedClip | None = None,
+        tool: ToolHook | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
+        if tool is not None and getattr(allocator, "reuse", False):
+            raise ValueError("a tool hook cannot be combined with response reuse (insertions are not buffered)")
+        self.tool = tool
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -314,15 +330,17 @@ class GRPOTrainer:
             temperature=self.temperature,
             generator=self.generator,
             suppress=self.suppress,
+            tool=self.tool,
         )
         for i, c in enumerate(counts):
             if c > 0:
                 self.costs.prompt_tokens += len(groups[i].prompt_ids)
                 if stage > 0:
                     self.costs.prompt_tokens_extra_stages += len(groups[i].prompt_ids)
-        for i, tokens in zip(rows, out.completions, strict=True):
+        for k, (i, tokens) in enumerate(zip(rows, out.completions, strict=True)):
             reward = float(self.reward_fn(groups[i].task, self.vocab.decode(tokens)))
-            groups[i].responses.append(Response(tokens, reward))
+            inserted = out.inserted[k] if self.tool is not None else None
+            groups[i].responses.append(Response(tokens, reward, inserted=inserted))
             self.costs.responses += 1
             self.costs.completion_tokens += len(tokens)
         return [out.mean_entropy] * len(rows)
@@ -437,16 +455,17 @@ class GRPOTrainer:
             "clip_low": low,
             "clip_high": high,
         }
-        rows: list[tuple[list[int], list[int], float]] = []
+        rows: list[tuple[list[int], list[int], float, list[int] | None]] = []
         lengths: list[int] = []
         for g in groups:
             adv = group_advantages(self._shaped_rewards(g), self.cfg.advantage)
             for r, a in zip(g.responses, adv, strict=True):
-                lengths.append(len(r.tokens))
+                # Tokens a tool inserted are not the model's choice: they count neither here nor in the loss.
+                lengths.append(r.policy_tokens)
                 # Zero-advantage rows add nothing to the policy-gradient term; they only count in the normaliser,
                 # so they are skipped in the forward pass unless a KL term needs them.
                 if (a != 0.0 or self.ref_model is not None) and r.tokens:
-                    rows.append((g.prompt_ids, r.tokens, a))
+                    rows.append((g.prompt_ids, r.tokens, a, r.inserted if r.inserted and any(r.inserted) else None))
         self.costs.rows_trained += len(lengths)
         self.costs.tokens_trained += sum(lengths)
         if not rows or sum(lengths) == 0:
@@ -469,13 +488,15 @@ class GRPOTrainer:
                 ref = self._logprobs(self.ref_model, prompts, completions)[0] if self.ref_model is not None else None
                 advantages = [rows[int(i)][2] for i in idx]
                 adv_t = torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
-                batches.append(_Minibatch(prompts, completions, adv_t, old, ref))
+                batches.append(_Minibatch(prompts, completions, adv_t, old, ref, self._policy_mask(rows, idx)))
         losses: list[float] = []
         clipped, counted = 0, 0
         ratio_min, ratio_max = math.inf, -math.inf
         for _ in range(self.cfg.epochs):
             for mb in batches:
                 logp, mask = self._logprobs(self.model, mb.prompts, mb.completions)
+                if mb.policy_mask is not None:
+                    mask = mask * mb.policy_mask
                 # One optimizer step per batch: the sampling policy *is* the current one and the ratio is exactly 1.
                 old_logp = logp.detach() if mb.old_logp is None else mb.old_logp
                 ratio = torch.exp(logp - old_logp)
@@ -513,6 +534,20 @@ class GRPOTrainer:
         )
         return metrics
 
+    def _policy_mask(
+        self, rows: Sequence[tuple[list[int], list[int], float, list[int] | None]], idx: np.ndarray
+    ) -> torch.Tensor | None:
+        """``(rows, width)`` mask, 0 on tool-inserted tokens, or ``None`` when no row of ``idx`` has insertions."""
+        picked = [rows[int(i)] for i in idx]
+        if all(r[3] is None for r in picked):
+            return None
+        width = max(max(len(r[1]) for r in picked), 1)
+        out = torch.ones((len(picked), width), dtype=torch.float32)
+        for j, r in enumerate(picked):
+            if r[3] is not None:
+                out[j, : len(r[3])] = 1.0 - torch.tensor(r[3], dtype=torch.float32)
+        return out.to(self.device)
+
     def _logprobs(
         self, model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -536,6 +571,7 @@ class GRPOTrainer:
                 pad_id=self.vocab.pad_id,
                 temperature=0.0,
                 suppress=self.suppress,
+                tool=self.tool,
             )
             correct += sum(self.reward_fn(t, self.vocab.decode(c)) for t, c in zip(chunk, out.completions, strict=True))
         return correct / len(tasks)

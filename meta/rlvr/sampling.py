@@ -9,15 +9,36 @@ Both functions run on the model's device (that of its first parameter): token id
 Python lists (:func:`sample`) or tensors on that device (:func:`sequence_logprobs`). :func:`sample` draws each token
 on its generator's device, so a CPU ``torch.Generator`` gives the same draws whatever device the model is on (for the
 small vocabularies here, moving one row of probabilities per token to the CPU costs little).
+
+Tool calls (:class:`ToolHook`): when a row samples the hook's ``trigger`` token, the hook sees the row's completion so
+far and may return tokens the environment inserts (a calculator's result after ``</calc>``). They are fed to the
+model one per decoding step, as if sampled, so the batch stays in lockstep and the KV cache stays valid; they count
+towards ``max_new_tokens`` and are marked in :attr:`Samples.inserted`, so the trainer can keep them out of the
+policy-gradient loss (the model did not choose them) and out of the entropy average.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
+
+
+class ToolHook(Protocol):
+    """Environment side of a tool call during sampling (e.g. :class:`meta.rlvr.tools.CalculatorTool`).
+
+    Attributes:
+        trigger: The token id after which :meth:`respond` is asked (the last token of a closing tag).
+    """
+
+    trigger: int
+
+    def respond(self, completion: Sequence[int]) -> Sequence[int]:
+        """Token ids to insert after ``completion`` (the row's tokens so far, trigger included); empty for none."""
+        ...
 
 
 @dataclass
@@ -26,11 +47,15 @@ class Samples:
 
     Attributes:
         completions: Token ids per row, ending with EOS if one was produced (EOS counted as a generated token).
-        mean_entropy: Mean next-token entropy (nats) over all generated tokens, at the sampling temperature.
+        mean_entropy: Mean next-token entropy (nats) over all sampled tokens, at the sampling temperature (tokens a
+            tool inserted are left out).
+        inserted: Per row, 1 where the token was inserted by the tool hook, 0 where the model sampled it (same
+            length as the completion); empty when no hook was given.
     """
 
     completions: list[list[int]]
     mean_entropy: float
+    inserted: list[list[int]] = field(default_factory=list)
 
 
 def _cache_kwarg(model: torch.nn.Module) -> str:
@@ -72,6 +97,7 @@ def sample(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     suppress: Sequence[int] = (),
+    tool: ToolHook | None = None,
 ) -> Samples:
     """Sample one completion per prompt row with a KV cache.
 
@@ -85,6 +111,9 @@ def sample(
         generator: Torch generator for reproducible sampling; tokens are drawn on its device (``None``: the model's
             device and its global generator).
         suppress: Token ids never to sample (e.g. pad and BOS); :func:`sequence_logprobs` must get the same list.
+        tool: Optional tool hook (module docstring). ``generator`` is drawn from exactly as without one (one draw
+            per row and step, an inserted token replacing its row's draw), so a model that never emits the trigger
+            samples the same completions with or without the hook.
 
     Returns:
         :class:`Samples`.
@@ -107,6 +136,9 @@ def sample(
     generated = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     entropy_sum, entropy_count = 0.0, 0
     banned = torch.as_tensor(list(suppress), dtype=torch.long, device=device)
+    # Tool hook: per row, tokens still to insert, and the 0/1 "inserted" flag of every generated position.
+    pending: list[list[int]] = [[] for _ in range(batch)]
+    forced_flags = torch.zeros((batch, max_new_tokens), dtype=torch.bool)
     for t in range(max_new_tokens):
         logits = logits.float()
         if len(banned):
@@ -119,12 +151,22 @@ def sample(
             logp = torch.log_softmax(logits, dim=-1)
             token = logits.argmax(dim=-1)
         active = ~finished
+        forced = torch.zeros(batch, dtype=torch.bool, device=device)
+        if tool is not None and any(pending):
+            for row, queue in enumerate(pending):
+                if queue and not bool(finished[row]):
+                    token[row] = queue.pop(0)
+                    forced[row] = True
+            forced_flags[:, t] = forced.cpu()
         probs = logp.exp()
         entropy = -(probs * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
-        entropy_sum += float(entropy[active].sum())
-        entropy_count += int(active.sum())
+        entropy_sum += float(entropy[active & ~forced].sum())
+        entropy_count += int((active & ~forced).sum())
         token = torch.where(finished, torch.full_like(token, pad_id), token)
         generated[:, t] = token
+        if tool is not None:
+            for row in ((token == tool.trigger) & active & ~forced).nonzero().flatten().tolist():
+                pending[row] = [int(i) for i in tool.respond(generated[row, : t + 1].tolist())]
         finished = finished | (token == eos_id)
         if bool(finished.all()) or t == max_new_tokens - 1:
             break
@@ -150,7 +192,8 @@ def sample(
                 break
         completions.append(cut)
     model.train(was_training)
-    return Samples(completions, entropy_sum / max(entropy_count, 1))
+    inserted = [forced_flags[i, : len(c)].long().tolist() for i, c in enumerate(completions)] if tool else []
+    return Samples(completions, entropy_sum / max(entropy_count, 1), inserted)
 
 
 def sequence_logprobs(
