@@ -13,6 +13,7 @@ from meta.rlvr.ar3po import AR3PO
 from meta.rlvr.clipping import BalancedClip, positive_share
 from meta.rlvr.dars import DARS, cumulative_advantage_factor
 from meta.rlvr.e3 import E3Budget
+from meta.rlvr.hapo import HAPO, make_token_controller
 from meta.rlvr.knapsack import Knapsack, p_mixed, solve_knapsack
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer, StoredResponse
@@ -23,6 +24,7 @@ from meta.rlvr.temperature import EntropyTemperature
 __all__ = [
     "AR3PO",
     "DARS",
+    "HAPO",
     "AdaptiveLengthPenalty",
     "Allocator",
     "BalancedClip",
@@ -39,6 +41,7 @@ __all__ = [
     "cumulative_advantage_factor",
     "is_mixed",
     "make_allocator",
+    "make_token_controller",
     "p_mixed",
     "positive_share",
     "reuse_or_store",

@@ -44,6 +44,9 @@ def train(
     allocator: Annotated[
         str | None, typer.Option(help="Allocator spec, e.g. uniform:8, ar3po:2,4, dars:4,16, knapsack:8,16")
     ] = None,
+    token_controller: Annotated[
+        str | None, typer.Option(help="Token-level controller spec, e.g. hapo:0.2,1 (HAPO); default none.")
+    ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
     prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,
     lr: Annotated[
@@ -85,6 +88,7 @@ def train(
         settings = {
             "--checkpoint": checkpoint,
             "--allocator": allocator,
+            "--token-controller": token_controller,
             "--steps": steps,
             "--prompts-per-step": prompts_per_step,
             "--lr": lr,
@@ -113,6 +117,7 @@ def train(
         run_flags = {
             "sft_checkpoint": None if checkpoint is None else str(checkpoint),
             "allocator": allocator,
+            "token_controller": token_controller,
             "steps": steps,
             "eval_every": eval_every,
             "checkpoint_every": checkpoint_every,
@@ -137,7 +142,7 @@ def train(
         except DeviceError as exc:  # a preset's device that this machine lacks
             raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--allocator/--config") from exc
+            raise typer.BadParameter(str(exc), param_hint="--allocator/--token-controller/--config") from exc
         typer.echo(f"run directory {run.run_dir}")
     run.learn()
     final = run.evals[-1]["accuracy"] if run.evals else float("nan")

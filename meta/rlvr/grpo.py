@@ -45,6 +45,7 @@ import torch
 from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.clipping import BalancedClip
+from meta.rlvr.hapo import HAPO, token_group_advantages
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
 from meta.rlvr.sampling import ToolHook, sample, sequence_logprobs
@@ -150,6 +151,8 @@ class Response:
     reward: float
     reused: bool = False
     inserted: list[int] | None = None
+    temperatures: list[float] | None = None  # per token, when a token controller (HAPO) set them
+    entropies: list[float] | None = None  # per token at the base temperature, idem
 
     @property
     def policy_tokens(self) -> int:
@@ -230,6 +233,9 @@ class _Minibatch:
     old_logp: torch.Tensor | None  # None: on-policy (one step per batch), the ratio is exactly 1
     ref_logp: torch.Tensor | None
     policy_mask: torch.Tensor | None = None  # (rows, width), 0 on tool-inserted tokens; None: no tool insertions
+    temperatures: torch.Tensor | None = None  # (rows, width) per-token sampling temperatures (HAPO), 1 past the end
+    eps_low: torch.Tensor | None = None  # (rows, width) per-token clip bounds (HAPO)
+    eps_high: torch.Tensor | None = None
 
 
 RewardFn = Callable[[Task, str], float]
@@ -254,6 +260,11 @@ class GRPOTrainer:
             ``calc`` tasks); the tokens it inserts are kept out of the policy-gradient and KL terms and out of the
             loss normaliser's token counts. Not combined with response reuse (a reused response's insertions are
             not stored).
+        token_controller: Optional HAPO controller (:mod:`meta.rlvr.hapo`): per-token sampling temperatures and clip
+            bounds from each token's normalised log-entropy, token-level group-average advantages; its entropy
+            statistics are updated after every step from that step's tokens. Not combined with ``clip_controller``
+            (both set the clip bounds), ``temperature_controller`` or response reuse (a reused response's
+            per-token temperatures are not stored).
     """
 
     def __init__(
@@ -269,12 +280,18 @@ class GRPOTrainer:
         length_penalty: AdaptiveLengthPenalty | None = None,
         clip_controller: BalancedClip | None = None,
         tool: ToolHook | None = None,
+        token_controller: HAPO | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
         if tool is not None and getattr(allocator, "reuse", False):
             raise ValueError("a tool hook cannot be combined with response reuse (insertions are not buffered)")
+        if token_controller is not None and (
+            clip_controller is not None or temperature_controller is not None or getattr(allocator, "reuse", False)
+        ):
+            raise ValueError("HAPO sets temperatures and clip bounds itself: no clip/temperature controller, no reuse")
         self.tool = tool
+        self.token_controller = token_controller
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -331,6 +348,7 @@ class GRPOTrainer:
             generator=self.generator,
             suppress=self.suppress,
             tool=self.tool,
+            token_temperature=self._token_temperature if self.token_controller is not None else None,
         )
         for i, c in enumerate(counts):
             if c > 0:
@@ -340,7 +358,10 @@ class GRPOTrainer:
         for k, (i, tokens) in enumerate(zip(rows, out.completions, strict=True)):
             reward = float(self.reward_fn(groups[i].task, self.vocab.decode(tokens)))
             inserted = out.inserted[k] if self.tool is not None else None
-            groups[i].responses.append(Response(tokens, reward, inserted=inserted))
+            response = Response(tokens, reward, inserted=inserted)
+            if out.temperatures:
+                response.temperatures, response.entropies = out.temperatures[k], out.entropies[k]
+            groups[i].responses.append(response)
             self.costs.responses += 1
             self.costs.completion_tokens += len(tokens)
         return [out.mean_entropy] * len(rows)
@@ -409,6 +430,9 @@ class GRPOTrainer:
             self._drop(kept[self.cfg.prompts_per_step :])
             kept = kept[: self.cfg.prompts_per_step]
         update = self._update(kept)
+        if self.token_controller is not None:
+            # The statistics the next step's tokens are normalised with: this step's sampled tokens.
+            self.token_controller.decide({"entropies": self._step_entropies(groups)})
         mean_entropy = float(np.mean(entropies)) if entropies else 0.0
         if self.temperature_controller is not None and entropies:
             self.temperature = self.temperature_controller.decide({"entropy": mean_entropy})
@@ -433,6 +457,29 @@ class GRPOTrainer:
             return g.rewards
         return self.length_penalty.shape(g.rewards, [len(r.tokens) for r in g.responses])
 
+    def _token_temperature(self, entropy: torch.Tensor) -> torch.Tensor:
+        assert self.token_controller is not None
+        temps = self.token_controller.temperatures(entropy.detach().cpu().numpy(), self.temperature)
+        return torch.as_tensor(temps, dtype=torch.float32)
+
+    @staticmethod
+    def _step_entropies(groups: Sequence[Group]) -> list[float]:
+        """Per-token base-temperature entropies of the step's sampled (not inserted) tokens."""
+        out: list[float] = []
+        for g in groups:
+            for r in g.responses:
+                if r.entropies is not None:
+                    flags = r.inserted or [0] * len(r.entropies)
+                    out += [e for e, f in zip(r.entropies, flags, strict=True) if not f]
+        return out
+
+    def _advantages(self, g: Group) -> list[float]:
+        rewards = self._shaped_rewards(g)
+        if self.token_controller is not None and self.token_controller.token_advantage:
+            lengths = [r.policy_tokens for r in g.responses]
+            return token_group_advantages(rewards, lengths, std=self.cfg.advantage == "grpo")
+        return group_advantages(rewards, self.cfg.advantage)
+
     def _bounds(self, ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
         if self.clip_controller is None:
             return 1.0 - self.cfg.clip_low, 1.0 + self.cfg.clip_high
@@ -456,9 +503,10 @@ class GRPOTrainer:
             "clip_high": high,
         }
         rows: list[tuple[list[int], list[int], float, list[int] | None]] = []
+        responses: list[Response] = []
         lengths: list[int] = []
         for g in groups:
-            adv = group_advantages(self._shaped_rewards(g), self.cfg.advantage)
+            adv = self._advantages(g)
             for r, a in zip(g.responses, adv, strict=True):
                 # Tokens a tool inserted are not the model's choice: they count neither here nor in the loss.
                 lengths.append(r.policy_tokens)
@@ -466,6 +514,7 @@ class GRPOTrainer:
                 # so they are skipped in the forward pass unless a KL term needs them.
                 if (a != 0.0 or self.ref_model is not None) and r.tokens:
                     rows.append((g.prompt_ids, r.tokens, a, r.inserted if r.inserted and any(r.inserted) else None))
+                    responses.append(r)
         self.costs.rows_trained += len(lengths)
         self.costs.tokens_trained += sum(lengths)
         if not rows or sum(lengths) == 0:
@@ -481,28 +530,38 @@ class GRPOTrainer:
             for idx in chunks:
                 prompts = [rows[int(i)][0] for i in idx]
                 completions = [rows[int(i)][1] for i in idx]
+                mb = _Minibatch(prompts, completions, torch.zeros(0), None, None, self._policy_mask(rows, idx))
+                self._token_rules(mb, [responses[int(i)] for i in idx])
                 # π_old is the policy that sampled the batch: computed now, before any step, with the same rows and
                 # padding as the minibatch's forward pass, so the first step's ratio is exactly 1. Reused responses
                 # get the same treatment (AR3PO: the current policy as the old one).
-                old = self._logprobs(self.model, prompts, completions)[0] if off_policy else None
-                ref = self._logprobs(self.ref_model, prompts, completions)[0] if self.ref_model is not None else None
+                mb.old_logp = self._logprobs(self.model, prompts, completions, mb)[0] if off_policy else None
+                if self.ref_model is not None:
+                    mb.ref_logp = self._logprobs(self.ref_model, prompts, completions, mb)[0]
                 advantages = [rows[int(i)][2] for i in idx]
-                adv_t = torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
-                batches.append(_Minibatch(prompts, completions, adv_t, old, ref, self._policy_mask(rows, idx)))
+                mb.advantages = torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
+                batches.append(mb)
         losses: list[float] = []
         clipped, counted = 0, 0
         ratio_min, ratio_max = math.inf, -math.inf
         for _ in range(self.cfg.epochs):
             for mb in batches:
-                logp, mask = self._logprobs(self.model, mb.prompts, mb.completions)
+                logp, mask = self._logprobs(self.model, mb.prompts, mb.completions, mb)
                 if mb.policy_mask is not None:
                     mask = mask * mb.policy_mask
                 # One optimizer step per batch: the sampling policy *is* the current one and the ratio is exactly 1.
                 old_logp = logp.detach() if mb.old_logp is None else mb.old_logp
                 ratio = torch.exp(logp - old_logp)
                 a_t = mb.advantages
-                low, high = self._bounds(ratio, a_t, mask)
-                per_token = -torch.min(ratio * a_t, torch.clamp(ratio, low, high) * a_t)
+                if mb.eps_low is not None and mb.eps_high is not None:  # per-token bounds (HAPO)
+                    low_t, high_t = 1.0 - mb.eps_low, 1.0 + mb.eps_high
+                    clipped_ratio = torch.clamp(ratio, low_t, high_t)
+                    low, high = float(low_t.mean()), float(high_t.mean())
+                else:
+                    low, high = self._bounds(ratio, a_t, mask)
+                    clipped_ratio = torch.clamp(ratio, low, high)
+                    low_t, high_t = torch.tensor(low), torch.tensor(high)
+                per_token = -torch.min(ratio * a_t, clipped_ratio * a_t)
                 if mb.ref_logp is not None:
                     delta = mb.ref_logp - logp
                     per_token = per_token + self.cfg.kl_coef * (torch.exp(delta) - delta - 1.0)
@@ -517,7 +576,7 @@ class GRPOTrainer:
                     learning = tokens & (a_t != 0).expand_as(mask)
                     rho = ratio.detach()
                     # The clip removes a token's gradient once its ratio is past the bound its advantage pushes toward.
-                    cut = ((a_t > 0) & (rho > high)) | ((a_t < 0) & (rho < low))
+                    cut = ((a_t > 0) & (rho > high_t.to(rho.device))) | ((a_t < 0) & (rho < low_t.to(rho.device)))
                     clipped += int((cut & learning).sum())
                     counted += int(learning.sum())
                     if bool(tokens.any()):
@@ -534,6 +593,24 @@ class GRPOTrainer:
         )
         return metrics
 
+    def _token_rules(self, mb: _Minibatch, responses: Sequence[Response]) -> None:
+        """Fill ``mb``'s per-token temperatures and clip bounds from its responses (HAPO; no-op without it)."""
+        if self.token_controller is None:
+            return
+        width = max(max(len(r.tokens) for r in responses), 1)
+        temps = torch.ones((len(responses), width), dtype=torch.float32)
+        h_hat = torch.zeros((len(responses), width), dtype=torch.float32)
+        for j, r in enumerate(responses):
+            if r.temperatures is not None and r.entropies is not None and r.tokens:
+                temps[j, : len(r.tokens)] = torch.tensor(r.temperatures, dtype=torch.float32)
+                # The statistics have not moved since this batch was sampled (they update after the step).
+                h = self.token_controller.h_hat(np.asarray(r.entropies))
+                h_hat[j, : len(r.tokens)] = torch.as_tensor(h, dtype=torch.float32)
+        low, high = self.token_controller.clip_bounds(h_hat.numpy(), self.cfg.clip_low, self.cfg.clip_high)
+        mb.temperatures = temps.to(self.device)
+        mb.eps_low = torch.as_tensor(low, dtype=torch.float32).to(self.device)
+        mb.eps_high = torch.as_tensor(high, dtype=torch.float32).to(self.device)
+
     def _policy_mask(
         self, rows: Sequence[tuple[list[int], list[int], float, list[int] | None]], idx: np.ndarray
     ) -> torch.Tensor | None:
@@ -549,10 +626,17 @@ class GRPOTrainer:
         return out.to(self.device)
 
     def _logprobs(
-        self, model: torch.nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+        self,
+        model: torch.nn.Module,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        mb: _Minibatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        temperature: float | torch.Tensor = self.temperature
+        if mb is not None and mb.temperatures is not None:
+            temperature = mb.temperatures
         return sequence_logprobs(
-            model, prompts, completions, self.vocab.pad_id, temperature=self.temperature, suppress=self.suppress
+            model, prompts, completions, self.vocab.pad_id, temperature=temperature, suppress=self.suppress
         )
 
     # --- evaluation ----------------------------------------------------------------------------------------------
@@ -602,6 +686,7 @@ class GRPOTrainer:
             "temperature_controller": self._controller_state(self.temperature_controller),
             "length_penalty": self._controller_state(self.length_penalty),
             "clip_controller": self._controller_state(self.clip_controller),
+            "token_controller": self._controller_state(self.token_controller),
         }
 
     @staticmethod
@@ -638,7 +723,7 @@ class GRPOTrainer:
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])
         self.allocator.load_state_dict(state["allocator"])
-        for name in ("temperature_controller", "length_penalty", "clip_controller"):
+        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller"):
             controller = getattr(self, name)
-            if controller is not None and state[name] is not None:
+            if controller is not None and state.get(name) is not None:
                 controller.load_state_dict(state[name])

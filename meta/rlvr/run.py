@@ -36,6 +36,7 @@ from envs.reasoning import FAMILIES, make_prompt_set
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.hapo import make_token_controller
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
@@ -58,6 +59,8 @@ class GRPORunConfig:
     Attributes:
         sft_checkpoint: SFT checkpoint (``rolloutlab rlvr sft``) the policy starts from.
         allocator: Allocator spec for :func:`meta.rlvr.allocators.make_allocator`, e.g. ``uniform:8``, ``ar3po:2,4``.
+        token_controller: Token-level controller spec for :func:`meta.rlvr.hapo.make_token_controller`, e.g.
+            ``hapo:0.2,1``; empty for none (the default).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -72,6 +75,7 @@ class GRPORunConfig:
 
     sft_checkpoint: str = "runs/rlvr/sft.pt"
     allocator: str = "uniform:8"
+    token_controller: str = ""
     steps: int = 100
     eval_every: int = 10
     checkpoint_every: int = 10
@@ -152,6 +156,7 @@ class GRPORun:
         self.echo = echo
         seed_everything(cfg.grpo.seed)
         allocator = make_allocator(cfg.allocator)
+        token_controller = make_token_controller(cfg.token_controller) if cfg.token_controller else None
         pool = make_prompt_set(
             cfg.pool_size, np.random.default_rng(cfg.pool_seed), families=cfg.families, difficulties=cfg.difficulties
         )
@@ -161,7 +166,9 @@ class GRPORun:
             families=cfg.families,
             difficulties=cfg.difficulties,
         )
-        self.trainer = GRPOTrainer(model, CharVocab(model_config.alphabet), pool, allocator, cfg.grpo)
+        self.trainer = GRPOTrainer(
+            model, CharVocab(model_config.alphabet), pool, allocator, cfg.grpo, token_controller=token_controller
+        )
         self.evals: list[dict[str, float]] = []
         self.sessions = 1
         self.wall_seconds = 0.0
@@ -179,9 +186,12 @@ class GRPORun:
             rolloutlab.checkpoint.CheckpointError: The SFT checkpoint is missing or not an rlvr character model.
         """
         make_allocator(cfg.allocator)  # the cheapest check first: no model load for a typo in the spec
+        if cfg.token_controller:
+            make_token_controller(cfg.token_controller)
         model, model_config, _ = load_model(cfg.sft_checkpoint)
         run = cls(cfg, model, model_config, **kwargs)
-        run.run_dir = make_run_dir(f"rlvr-{cfg.allocator}", cfg.grpo.seed, root=root, config=cfg)
+        name = f"rlvr-{cfg.allocator}" + (f"-{cfg.token_controller}" if cfg.token_controller else "")
+        run.run_dir = make_run_dir(name, cfg.grpo.seed, root=root, config=cfg)
         return run
 
     @classmethod

@@ -20,7 +20,7 @@ policy-gradient loss (the model did not choose them) and out of the entropy aver
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,11 +51,16 @@ class Samples:
             tool inserted are left out).
         inserted: Per row, 1 where the token was inserted by the tool hook, 0 where the model sampled it (same
             length as the completion); empty when no hook was given.
+        temperatures: Per row, the temperature each token was drawn at (``token_temperature`` given; else empty).
+        entropies: Per row, each token's next-token entropy (nats) at the base temperature, the quantity a
+            ``token_temperature`` rule reads (``token_temperature`` given; else empty).
     """
 
     completions: list[list[int]]
     mean_entropy: float
     inserted: list[list[int]] = field(default_factory=list)
+    temperatures: list[list[float]] = field(default_factory=list)
+    entropies: list[list[float]] = field(default_factory=list)
 
 
 def _cache_kwarg(model: torch.nn.Module) -> str:
@@ -98,6 +103,7 @@ def sample(
     generator: torch.Generator | None = None,
     suppress: Sequence[int] = (),
     tool: ToolHook | None = None,
+    token_temperature: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> Samples:
     """Sample one completion per prompt row with a KV cache.
 
@@ -114,6 +120,9 @@ def sample(
         tool: Optional tool hook (module docstring). ``generator`` is drawn from exactly as without one (one draw
             per row and step, an inserted token replacing its row's draw), so a model that never emits the trigger
             samples the same completions with or without the hook.
+        token_temperature: Optional per-token temperature rule (HAPO): maps each row's next-token entropy at
+            ``temperature`` (a ``(batch,)`` tensor, nats) to the temperature that row's token is drawn at. Ignored
+            for greedy decoding. :func:`sequence_logprobs` must then get :attr:`Samples.temperatures`.
 
     Returns:
         :class:`Samples`.
@@ -139,11 +148,24 @@ def sample(
     # Tool hook: per row, tokens still to insert, and the 0/1 "inserted" flag of every generated position.
     pending: list[list[int]] = [[] for _ in range(batch)]
     forced_flags = torch.zeros((batch, max_new_tokens), dtype=torch.bool)
+    per_token = token_temperature is not None and temperature > 0
+    temps_out = torch.zeros((batch, max_new_tokens))
+    base_entropy_out = torch.zeros((batch, max_new_tokens))
     for t in range(max_new_tokens):
         logits = logits.float()
         if len(banned):
             logits[:, banned] = float("-inf")
-        if temperature > 0:
+        if per_token:
+            assert token_temperature is not None
+            base = torch.log_softmax(logits / temperature, dim=-1)
+            base_entropy = -(base.exp() * base.nan_to_num(neginf=0.0)).sum(dim=-1)
+            row_t = token_temperature(base_entropy).to(device=device, dtype=logits.dtype)
+            temps_out[:, t] = row_t.cpu()
+            base_entropy_out[:, t] = base_entropy.cpu()
+            logp = torch.log_softmax(logits / row_t.unsqueeze(1), dim=-1)
+            probs = logp.exp() if generator is None else logp.exp().to(generator.device)
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1).to(device)
+        elif temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
             probs = logp.exp() if generator is None else logp.exp().to(generator.device)
             token = torch.multinomial(probs, 1, generator=generator).squeeze(1).to(device)
@@ -193,7 +215,9 @@ def sample(
         completions.append(cut)
     model.train(was_training)
     inserted = [forced_flags[i, : len(c)].long().tolist() for i, c in enumerate(completions)] if tool else []
-    return Samples(completions, entropy_sum / max(entropy_count, 1), inserted)
+    temps = [temps_out[i, : len(c)].tolist() for i, c in enumerate(completions)] if per_token else []
+    ents = [base_entropy_out[i, : len(c)].tolist() for i, c in enumerate(completions)] if per_token else []
+    return Samples(completions, entropy_sum / max(entropy_count, 1), inserted, temps, ents)
 
 
 def sequence_logprobs(
@@ -201,13 +225,15 @@ def sequence_logprobs(
     prompts: Sequence[Sequence[int]],
     completions: Sequence[Sequence[int]],
     pad_id: int,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
     suppress: Sequence[int] = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of ``completions`` given ``prompts`` (with gradients).
 
     Prompts are left-padded and completions right-padded so every row's completion starts at the same column.
-    ``temperature`` and ``suppress`` must match the ones used by :func:`sample` for the ratios to be exact.
+    ``temperature`` and ``suppress`` must match the ones used by :func:`sample` for the ratios to be exact;
+    ``temperature`` is a number, or a ``(batch, width)`` tensor of per-token temperatures (``width`` the longest
+    completion; entries past a row's end are ignored).
 
     Returns:
         ``(logp, mask)``, both ``(batch, max_completion_len)``; ``mask`` is 1.0 on real completion tokens.
@@ -230,7 +256,9 @@ def sequence_logprobs(
     # Logits at column j predict token j+1: the completion's tokens are predicted by the columns just before them.
     start = p_ids.shape[1]
     pred = logits[:, start - 1 : start - 1 + width, :].float()
-    if temperature > 0 and temperature != 1.0:
+    if isinstance(temperature, torch.Tensor):
+        pred = pred / temperature.to(device=device, dtype=pred.dtype)[:, :width].unsqueeze(-1)
+    elif temperature > 0 and temperature != 1.0:
         pred = pred / temperature
     if suppress:
         # Same support as the sampler: suppressed ids get probability 0 (their logits are -inf).
