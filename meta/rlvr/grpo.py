@@ -45,10 +45,11 @@ import torch
 from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.clipping import BalancedClip
+from meta.rlvr.eepo import EEPO, perturbed
 from meta.rlvr.hapo import HAPO, token_group_advantages
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
-from meta.rlvr.sampling import ToolHook, sample, sequence_logprobs
+from meta.rlvr.sampling import Samples, ToolHook, sample, sequence_logprobs
 from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.temperature import EntropyTemperature
@@ -265,6 +266,9 @@ class GRPOTrainer:
             statistics are updated after every step from that step's tokens. Not combined with ``clip_controller``
             (both set the clip bounds), ``temperature_controller`` or response reuse (a reused response's
             per-token temperatures are not stored).
+        eepo: Optional EEPO two-stage rollout (:mod:`meta.rlvr.eepo`): each stage samples half of every group,
+            takes the gated unlearning step on it, samples the other half from the perturbed weights and restores
+            them exactly before the update. Not combined with ``token_controller``.
     """
 
     def __init__(
@@ -281,6 +285,7 @@ class GRPOTrainer:
         clip_controller: BalancedClip | None = None,
         tool: ToolHook | None = None,
         token_controller: HAPO | None = None,
+        eepo: EEPO | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
@@ -292,6 +297,9 @@ class GRPOTrainer:
             raise ValueError("HAPO sets temperatures and clip bounds itself: no clip/temperature controller, no reuse")
         self.tool = tool
         self.token_controller = token_controller
+        if eepo is not None and token_controller is not None:
+            raise ValueError("EEPO's unlearning step uses one temperature: not combined with a token controller")
+        self.eepo = eepo
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -334,11 +342,9 @@ class GRPOTrainer:
         return out
 
     # --- rollout -------------------------------------------------------------------------------------------------
-    def _sample_stage(self, groups: Sequence[Group], counts: Sequence[int], stage: int) -> list[float]:
-        rows = [i for i, c in enumerate(counts) for _ in range(int(c))]
-        if not rows:
-            return []
-        out = sample(
+    def _generate(self, groups: Sequence[Group], rows: Sequence[int]) -> Samples:
+        """One response for each row (a group index per row)."""
+        return sample(
             self.model,
             [groups[i].prompt_ids for i in rows],
             max_new_tokens=self.cfg.max_new_tokens,
@@ -350,21 +356,54 @@ class GRPOTrainer:
             tool=self.tool,
             token_temperature=self._token_temperature if self.token_controller is not None else None,
         )
+
+    def _generate_eepo(self, groups: Sequence[Group], counts: Sequence[int]) -> list[tuple[list[int], Samples]]:
+        """EEPO's two-stage rollout: ⌈n/2⌉ per group, the gated unlearning step, ⌊n/2⌋ more, weights restored."""
+        assert self.eepo is not None
+        first = [i for i, c in enumerate(counts) for _ in range((int(c) + 1) // 2)]
+        second = [i for i, c in enumerate(counts) for _ in range(int(c) // 2)]
+        out = self._generate(groups, first)
+        parts = [(first, out)]
+        if second:
+            if self.eepo.decide({"entropy": out.mean_entropy}):
+                prompts = [groups[i].prompt_ids for i in first]
+                with perturbed(
+                    self.model,
+                    prompts,
+                    out.completions,
+                    lr=self.eepo.lr,
+                    pad_id=self.vocab.pad_id,
+                    temperature=self.temperature,
+                    suppress=self.suppress,
+                ):
+                    parts.append((second, self._generate(groups, second)))
+            else:
+                parts.append((second, self._generate(groups, second)))
+        return parts
+
+    def _sample_stage(self, groups: Sequence[Group], counts: Sequence[int], stage: int) -> list[float]:
+        rows = [i for i, c in enumerate(counts) for _ in range(int(c))]
+        if not rows:
+            return []
+        parts = self._generate_eepo(groups, counts) if self.eepo is not None else [(rows, self._generate(groups, rows))]
         for i, c in enumerate(counts):
             if c > 0:
                 self.costs.prompt_tokens += len(groups[i].prompt_ids)
                 if stage > 0:
                     self.costs.prompt_tokens_extra_stages += len(groups[i].prompt_ids)
-        for k, (i, tokens) in enumerate(zip(rows, out.completions, strict=True)):
-            reward = float(self.reward_fn(groups[i].task, self.vocab.decode(tokens)))
-            inserted = out.inserted[k] if self.tool is not None else None
-            response = Response(tokens, reward, inserted=inserted)
-            if out.temperatures:
-                response.temperatures, response.entropies = out.temperatures[k], out.entropies[k]
-            groups[i].responses.append(response)
-            self.costs.responses += 1
-            self.costs.completion_tokens += len(tokens)
-        return [out.mean_entropy] * len(rows)
+        entropies: list[float] = []
+        for part_rows, out in parts:
+            for k, (i, tokens) in enumerate(zip(part_rows, out.completions, strict=True)):
+                reward = float(self.reward_fn(groups[i].task, self.vocab.decode(tokens)))
+                inserted = out.inserted[k] if self.tool is not None else None
+                response = Response(tokens, reward, inserted=inserted)
+                if out.temperatures:
+                    response.temperatures, response.entropies = out.temperatures[k], out.entropies[k]
+                groups[i].responses.append(response)
+                self.costs.responses += 1
+                self.costs.completion_tokens += len(tokens)
+            entropies += [out.mean_entropy] * len(part_rows)
+        return entropies
 
     def _rollout(self, tasks: Sequence[Task]) -> tuple[list[Group], list[float]]:
         """Run the allocator's stages for ``tasks``; returns the groups and per-response entropies."""
@@ -687,6 +726,7 @@ class GRPOTrainer:
             "length_penalty": self._controller_state(self.length_penalty),
             "clip_controller": self._controller_state(self.clip_controller),
             "token_controller": self._controller_state(self.token_controller),
+            "eepo": self._controller_state(self.eepo),
         }
 
     @staticmethod
@@ -723,7 +763,7 @@ class GRPOTrainer:
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])
         self.allocator.load_state_dict(state["allocator"])
-        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller"):
+        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller", "eepo"):
             controller = getattr(self, name)
             if controller is not None and state.get(name) is not None:
                 controller.load_state_dict(state[name])
