@@ -13,17 +13,20 @@ from meta.rlvr.ar3po import AR3PO
 from meta.rlvr.clipping import BalancedClip, positive_share
 from meta.rlvr.dars import DARS, cumulative_advantage_factor
 from meta.rlvr.e3 import E3Budget
-from meta.rlvr.hapo import HAPO, make_token_controller
+from meta.rlvr.eepo import EEPO
+from meta.rlvr.hapo import HAPO
 from meta.rlvr.knapsack import Knapsack, p_mixed, solve_knapsack
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer, StoredResponse
 from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.stats import PromptStats, StatsTable
 from meta.rlvr.temperature import EntropyTemperature
+from meta.rlvr.token_controllers import make_token_controller
 
 __all__ = [
     "AR3PO",
     "DARS",
+    "EEPO",
     "HAPO",
     "AdaptiveLengthPenalty",
     "Allocator",

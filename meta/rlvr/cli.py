@@ -45,7 +45,8 @@ def train(
         str | None, typer.Option(help="Allocator spec, e.g. uniform:8, ar3po:2,4, dars:4,16, knapsack:8,16")
     ] = None,
     token_controller: Annotated[
-        str | None, typer.Option(help="Token-level controller spec, e.g. hapo:0.2,1 (HAPO); default none.")
+        str | None,
+        typer.Option(help="Token-level controller spec: hapo:0.2,1 (HAPO) or eepo:0.001 (EEPO); default none."),
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
     prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,

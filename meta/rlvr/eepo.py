@@ -12,19 +12,20 @@ private SGD update (the trainer's optimizer, its moments and the random generato
 snapshot back on exit, so the weights afterwards are bit-identical to before (``tests/rlvr/test_rlvr_eepo.py``).
 :class:`EEPO` holds the gate and the step size behind the controller protocol.
 
-Imports torch; not part of ``import meta.rlvr``.
+:class:`EEPO` needs numpy only (``import meta.rlvr`` stays torch-free); :func:`perturbed` imports torch when called.
+The spec ``eepo:LR[,ENTROPY_THRESHOLD]`` builds it (:func:`meta.rlvr.token_controllers.make_token_controller`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from meta.controllers import Controller, Feedback
-from meta.rlvr.sampling import sequence_logprobs
+
+if TYPE_CHECKING:
+    import torch
 
 
 class EEPO(Controller):
@@ -86,6 +87,10 @@ def perturbed(
     Yields:
         ``model`` with the perturbed weights.
     """
+    import torch
+
+    from meta.rlvr.sampling import sequence_logprobs
+
     snapshot = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=False).items()}
     grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
     was_training = model.training
@@ -112,3 +117,16 @@ def perturbed(
                 saved = grads[name]
                 p.grad = None if saved is None else saved
         model.train(was_training)
+
+
+def eepo_from_spec_args(args: str) -> EEPO:
+    """``EEPO`` from the arguments of an ``eepo:LR[,ENTROPY_THRESHOLD]`` spec (defaults 1e-3, always)."""
+    parts = [p for p in args.split(",") if p] if args else []
+    if len(parts) > 2:
+        raise ValueError(f"token-controller spec 'eepo:{args}' takes LR[,ENTROPY_THRESHOLD], got {len(parts)} numbers")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError as exc:
+        raise ValueError(f"token-controller spec 'eepo:{args}': arguments must be numbers") from exc
+    lr, threshold = values + [1e-3, float("inf")][len(values) :]
+    return EEPO(lr=lr, entropy_threshold=threshold)

@@ -27,7 +27,8 @@ batch's centre. Then
   more in the group's statistics, as in a token-mean loss; a group with any ``|A| ≥ fallback`` uses plain GRPO
   advantages instead (the authors' "smooth score").
 
-Everything here is numpy; the trainer applies the per-token values.
+Everything here is numpy; the trainer applies the per-token values. The spec ``hapo:TAU,ALPHA[,QUANTILE]`` builds it
+(:func:`meta.rlvr.token_controllers.make_token_controller`).
 """
 
 from __future__ import annotations
@@ -37,10 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from meta.controllers import Controller, Feedback, build_spec, register_spec, register_spec_kind
+from meta.controllers import Controller, Feedback
 
-#: Spec kind of the RLVR token-level controllers (``hapo:TAU,ALPHA[,QUANTILE]``).
-TOKEN_CONTROLLER_SPECS = "rlvr-token-controller"
 EPS = 1e-6
 
 
@@ -189,7 +188,8 @@ class HAPO(Controller):
         return f"HAPO(tau={self.tau}, alpha={self.alpha}, quantile={self.quantile}, one_sided={self.one_sided})"
 
 
-def _hapo_from_args(args: str) -> HAPO:
+def hapo_from_spec_args(args: str) -> HAPO:
+    """``HAPO`` from the arguments of a ``hapo:TAU,ALPHA[,QUANTILE]`` spec (defaults 0.2, 1, 0.5)."""
     parts = [p for p in args.split(",") if p] if args else []
     if len(parts) > 3:
         raise ValueError(f"token-controller spec 'hapo:{args}' takes TAU,ALPHA[,QUANTILE], got {len(parts)} numbers")
@@ -200,21 +200,3 @@ def _hapo_from_args(args: str) -> HAPO:
     defaults = [0.2, 1.0, 0.5]
     tau, alpha, quantile = values + defaults[len(values) :]
     return HAPO(tau=tau, alpha=alpha, quantile=quantile)
-
-
-register_spec_kind(
-    TOKEN_CONTROLLER_SPECS, "RLVR token controller", "an", "token controller", "meta.rlvr.hapo.make_token_controller"
-)
-register_spec(TOKEN_CONTROLLER_SPECS, "hapo", _hapo_from_args)
-
-
-def make_token_controller(spec: str) -> HAPO:
-    """Build a token-level controller from a spec: ``hapo`` or ``hapo:TAU,ALPHA[,QUANTILE]`` (defaults 0.2, 1, 0.5).
-
-    Raises:
-        ValueError: Unknown name (with the known ones), a spec of another kind, or bad arguments.
-    """
-    controller = build_spec(TOKEN_CONTROLLER_SPECS, spec)
-    if not isinstance(controller, HAPO):
-        raise TypeError(f"spec {spec!r} built {type(controller).__name__}, not a token controller")
-    return controller

@@ -35,8 +35,10 @@ from tqdm import tqdm
 from envs.reasoning import FAMILIES, make_prompt_set
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
+from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
-from meta.rlvr.hapo import make_token_controller
+from meta.rlvr.hapo import HAPO
+from meta.rlvr.token_controllers import make_token_controller
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
@@ -59,8 +61,8 @@ class GRPORunConfig:
     Attributes:
         sft_checkpoint: SFT checkpoint (``rolloutlab rlvr sft``) the policy starts from.
         allocator: Allocator spec for :func:`meta.rlvr.allocators.make_allocator`, e.g. ``uniform:8``, ``ar3po:2,4``.
-        token_controller: Token-level controller spec for :func:`meta.rlvr.hapo.make_token_controller`, e.g.
-            ``hapo:0.2,1``; empty for none (the default).
+        token_controller: Token-level controller spec for :func:`meta.rlvr.token_controllers.make_token_controller`,
+            ``hapo:0.2,1`` (HAPO) or ``eepo:0.001`` (EEPO's two-stage rollout); empty for none (the default).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -156,7 +158,7 @@ class GRPORun:
         self.echo = echo
         seed_everything(cfg.grpo.seed)
         allocator = make_allocator(cfg.allocator)
-        token_controller = make_token_controller(cfg.token_controller) if cfg.token_controller else None
+        token = make_token_controller(cfg.token_controller) if cfg.token_controller else None
         pool = make_prompt_set(
             cfg.pool_size, np.random.default_rng(cfg.pool_seed), families=cfg.families, difficulties=cfg.difficulties
         )
@@ -167,7 +169,13 @@ class GRPORun:
             difficulties=cfg.difficulties,
         )
         self.trainer = GRPOTrainer(
-            model, CharVocab(model_config.alphabet), pool, allocator, cfg.grpo, token_controller=token_controller
+            model,
+            CharVocab(model_config.alphabet),
+            pool,
+            allocator,
+            cfg.grpo,
+            token_controller=token if isinstance(token, HAPO) else None,
+            eepo=token if isinstance(token, EEPO) else None,
         )
         self.evals: list[dict[str, float]] = []
         self.sessions = 1

@@ -18,13 +18,13 @@ from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
 from meta.rlvr.hapo import (
     HAPO,
     entropy_statistics,
-    make_token_controller,
     normalized_log_entropy,
     token_clip_bounds,
     token_group_advantages,
     token_temperatures,
 )
 from meta.rlvr.sampling import sample, sequence_logprobs
+from meta.rlvr.token_controllers import make_token_controller
 from meta.rlvr.vocab import CharVocab
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
