@@ -32,13 +32,15 @@ import torch
 from stable_baselines3.common.logger import Logger
 from tqdm import tqdm
 
-from envs.reasoning import FAMILIES, make_prompt_set
+from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
+from envs.reasoning.tooluse import CALC_FAMILY, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.token_controllers import make_token_controller
+from meta.rlvr.tools import CalculatorTool
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
@@ -68,8 +70,10 @@ class GRPORunConfig:
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
         pool_size: Training prompts, visited in shuffled epochs.
         held_out_size: Held-out prompts (greedy accuracy).
-        families: Task families of both prompt sets.
-        difficulties: Digits of the long operand in both prompt sets.
+        families: Task families of both prompt sets; ``["calc"]`` alone is the tool-use family (calculator calls
+            executed while sampling, :func:`envs.reasoning.tooluse.verify_calc`; the SFT checkpoint must have been
+            trained on it, and ``grpo.max_new_tokens`` must fit a trace).
+        difficulties: Digits of the long operand in both prompt sets (``calc``: numbers of operations).
         pool_seed: Seed of the training prompt set.
         held_out_seed: Seed of the held-out set.
         grpo: Trainer settings (``grpo.seed`` seeds the run).
@@ -159,27 +163,35 @@ class GRPORun:
         seed_everything(cfg.grpo.seed)
         allocator = make_allocator(cfg.allocator)
         token = make_token_controller(cfg.token_controller) if cfg.token_controller else None
-        pool = make_prompt_set(
-            cfg.pool_size, np.random.default_rng(cfg.pool_seed), families=cfg.families, difficulties=cfg.difficulties
+        calc = CALC_FAMILY in cfg.families
+        if calc and list(cfg.families) != [CALC_FAMILY]:
+            raise ValueError(f"the {CALC_FAMILY!r} family is trained alone, got families {cfg.families}")
+        pool, self.held_out = (
+            self._prompt_set(cfg, cfg.pool_size, cfg.pool_seed),
+            self._prompt_set(cfg, cfg.held_out_size, cfg.held_out_seed),
         )
-        self.held_out = make_prompt_set(
-            cfg.held_out_size,
-            np.random.default_rng(cfg.held_out_seed),
-            families=cfg.families,
-            difficulties=cfg.difficulties,
-        )
+        vocab = CharVocab(model_config.alphabet)
         self.trainer = GRPOTrainer(
             model,
-            CharVocab(model_config.alphabet),
+            vocab,
             pool,
             allocator,
             cfg.grpo,
+            reward_fn=verify_calc if calc else verify,
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
+            tool=CalculatorTool(vocab) if calc else None,
         )
         self.evals: list[dict[str, float]] = []
         self.sessions = 1
         self.wall_seconds = 0.0
+
+    @staticmethod
+    def _prompt_set(cfg: GRPORunConfig, n: int, seed: int) -> list[Task]:
+        rng = np.random.default_rng(seed)
+        if list(cfg.families) == [CALC_FAMILY]:
+            return make_calc_set(n, rng, operations=cfg.difficulties)
+        return make_prompt_set(n, rng, families=cfg.families, difficulties=cfg.difficulties)
 
     # --- construction ----------------------------------------------------------------------------------------------
     @classmethod

@@ -4,6 +4,12 @@ RL with verifiable rewards needs a policy that already solves *some* prompts (a 
 zero advantage). This module trains the char model with teacher forcing on ``prompt → answer$`` pairs for a fixed
 number of steps, measures the per-difficulty sampling solve rate, and saves a checkpoint every RL arm starts from.
 The step count is the knob that lands the solve rate in the wanted mixed range (roughly 20–60% overall).
+
+With ``families=["calc"]`` (the tool-use family, :mod:`envs.reasoning.tooluse`) the examples are reference traces
+with and without calculator calls (:func:`envs.reasoning.tooluse.make_sft_set`, mixed by ``style_weights``;
+``difficulties`` are numbers of operations), teacher-forced whole, the calculator's results included; the solve-rate
+report samples with the calculator (:class:`meta.rlvr.tools.CalculatorTool`) and :func:`verify_calc`. The model's
+alphabet must then be :data:`envs.reasoning.tooluse.TOOL_ALPHABET` (and ``max_positions`` long enough for a trace).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import numpy as np
 import torch
 
 from envs.reasoning import Task, make_prompt_set, verify
+from envs.reasoning.tooluse import CALC_FAMILY, TOOL_ALPHABET, make_calc_set, make_sft_set, verify_calc
 from meta.rlvr.charlm import CharLMConfig, build_model, save_model
-from meta.rlvr.sampling import sample, sequence_logprobs
+from meta.rlvr.sampling import ToolHook, sample, sequence_logprobs
+from meta.rlvr.tools import CalculatorTool
 from meta.rlvr.vocab import CharVocab
 
 
@@ -36,6 +44,9 @@ class SFTConfig:
         difficulties: Difficulties in the training mix.
         difficulty_weights: Relative frequency of each difficulty in the training mix.
         eval_per_difficulty: Held-out tasks per (family, difficulty) for the solve-rate report.
+        style_weights: ``calc`` only: relative frequency of the trace styles ``direct``, ``scratch``, ``tool``,
+            ``tool_once`` (:data:`envs.reasoning.tooluse.TRACE_STYLES`).
+        max_new_tokens: Completion budget of the solve-rate report (8 fits add/mul; a ``calc`` trace needs ~64).
         model: Architecture.
     """
 
@@ -47,6 +58,8 @@ class SFTConfig:
     difficulties: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5, 6])
     difficulty_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     eval_per_difficulty: int = 50
+    style_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
+    max_new_tokens: int = 8
     model: CharLMConfig = field(default_factory=CharLMConfig)
 
     def __post_init__(self) -> None:
@@ -54,6 +67,20 @@ class SFTConfig:
             raise ValueError(
                 f"SFT needs steps >= 1, batch_size >= 1 and lr > 0, got {self.steps}, {self.batch_size}, {self.lr}"
             )
+        if CALC_FAMILY in self.families:
+            if list(self.families) != [CALC_FAMILY]:
+                raise ValueError(f"the {CALC_FAMILY!r} family is trained alone, got families {self.families}")
+            missing = sorted(set(TOOL_ALPHABET) - set(self.model.alphabet))
+            if missing:
+                raise ValueError(
+                    f"the {CALC_FAMILY!r} family needs model.alphabet to hold envs.reasoning.tooluse.TOOL_ALPHABET "
+                    f"({TOOL_ALPHABET!r}); missing {''.join(missing)!r}"
+                )
+
+    @property
+    def is_calc(self) -> bool:
+        """Whether this is the tool-use warm start."""
+        return list(self.families) == [CALC_FAMILY]
 
 
 def suppressed_ids(vocab: CharVocab) -> tuple[int, ...]:
@@ -69,6 +96,8 @@ def solve_rate(
     temperature: float,
     max_new_tokens: int = 8,
     generator: torch.Generator | None = None,
+    reward_fn: Callable[[Task, str], float] = verify,
+    tool: ToolHook | None = None,
 ) -> list[float]:
     """Reward of one sampled (or greedy, ``temperature=0``) completion per task, in task order."""
     prompts = [vocab.encode(t.prompt, bos=True) for t in tasks]
@@ -81,16 +110,32 @@ def solve_rate(
         temperature=temperature,
         generator=generator,
         suppress=suppressed_ids(vocab),
+        tool=tool,
     )
-    return [verify(t, vocab.decode(c)) for t, c in zip(tasks, out.completions, strict=True)]
+    return [reward_fn(t, vocab.decode(c)) for t, c in zip(tasks, out.completions, strict=True)]
 
 
 def difficulty_report(
-    model: torch.nn.Module, vocab: CharVocab, tasks: Sequence[Task], temperature: float, seed: int
+    model: torch.nn.Module,
+    vocab: CharVocab,
+    tasks: Sequence[Task],
+    temperature: float,
+    seed: int,
+    max_new_tokens: int = 8,
 ) -> dict[str, float]:
-    """Mean reward per ``family/difficulty`` plus ``overall``."""
+    """Mean reward per ``family/difficulty`` plus ``overall`` (``calc`` tasks with the calculator and its verifier)."""
     gen = torch.Generator().manual_seed(seed)
-    rewards = solve_rate(model, tasks, vocab, temperature=temperature, generator=gen)
+    calc = bool(tasks) and all(t.family == CALC_FAMILY for t in tasks)
+    rewards = solve_rate(
+        model,
+        tasks,
+        vocab,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        generator=gen,
+        reward_fn=verify_calc if calc else verify,
+        tool=CalculatorTool(vocab) if calc else None,
+    )
     report: dict[str, list[float]] = {}
     for t, r in zip(tasks, rewards, strict=True):
         report.setdefault(f"{t.family}/{t.difficulty}", []).append(r)
@@ -103,6 +148,10 @@ def eval_tasks(cfg: SFTConfig, seed: int) -> list[Task]:
     """Held-out tasks, ``eval_per_difficulty`` per (family, difficulty)."""
     rng = np.random.default_rng(seed)
     tasks: list[Task] = []
+    if cfg.is_calc:
+        for d in cfg.difficulties:
+            tasks += make_calc_set(cfg.eval_per_difficulty, rng, operations=[d])
+        return tasks
     for fam in cfg.families:
         for d in cfg.difficulties:
             tasks += make_prompt_set(cfg.eval_per_difficulty, rng, families=[fam], difficulties=[d])
@@ -159,6 +208,8 @@ def train_sft(
     start = time.perf_counter()
 
     def make_batch(n: int, gen: np.random.Generator) -> list[Task]:
+        if cfg.is_calc:
+            return make_sft_set(n, gen, style_weights=cfg.style_weights, operations=cfg.difficulties)
         return make_prompt_set(
             n, gen, families=cfg.families, difficulties=cfg.difficulties, weights=cfg.difficulty_weights
         )
@@ -168,8 +219,8 @@ def train_sft(
     metrics = {
         "final_loss": loss_value,
         "seconds": time.perf_counter() - start,
-        "sampled": difficulty_report(model, vocab, held_out, 1.0, cfg.seed),
-        "greedy": difficulty_report(model, vocab, held_out, 0.0, cfg.seed),
+        "sampled": difficulty_report(model, vocab, held_out, 1.0, cfg.seed, cfg.max_new_tokens),
+        "greedy": difficulty_report(model, vocab, held_out, 0.0, cfg.seed, cfg.max_new_tokens),
         "config": asdict(cfg),
     }
     if out_path is not None:

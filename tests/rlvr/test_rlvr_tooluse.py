@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -238,3 +239,48 @@ def test_trainer_step_with_the_calculator_runs() -> None:
     out = trainer.step()
     assert out["groups_generated"] == 2
     assert 0.0 <= trainer.evaluate(make_calc_set(4, np.random.default_rng(1))) <= 1.0
+
+
+def test_calc_sft_then_grpo_run_with_the_calculator(tmp_path: Path) -> None:
+    from meta.rlvr.charlm import load_model
+    from meta.rlvr.run import GRPORun, GRPORunConfig
+    from meta.rlvr.sft import SFTConfig, train_sft
+
+    model_cfg = CharLMConfig(
+        hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET, max_positions=96
+    )
+    sft_cfg = SFTConfig(
+        steps=3,
+        batch_size=8,
+        families=["calc"],
+        difficulties=[1, 2],
+        eval_per_difficulty=3,
+        max_new_tokens=40,
+        model=model_cfg,
+    )
+    _, metrics = train_sft(sft_cfg, out_path=tmp_path / "sft.pt", log=None)
+    assert set(metrics["sampled"]) == {"calc/1", "calc/2", "overall"}
+    cfg = GRPORunConfig(
+        sft_checkpoint=str(tmp_path / "sft.pt"),
+        steps=1,
+        pool_size=8,
+        held_out_size=4,
+        families=["calc"],
+        difficulties=[1, 2],
+        grpo=GRPOConfig(prompts_per_step=2, max_new_tokens=40),
+    )
+    model, loaded_cfg, _ = load_model(cfg.sft_checkpoint)
+    run = GRPORun(cfg, model, loaded_cfg)
+    assert isinstance(run.trainer.tool, CalculatorTool)
+    assert all(t.family == "calc" for t in run.held_out)
+    run.learn()
+    assert run.trainer.num_steps == 1 and len(run.evals) == 2
+
+
+def test_calc_family_refusals() -> None:
+    from meta.rlvr.sft import SFTConfig
+
+    with pytest.raises(ValueError, match="TOOL_ALPHABET"):
+        SFTConfig(families=["calc"])
+    with pytest.raises(ValueError, match="trained alone"):
+        SFTConfig(families=["calc", "add"], model=CharLMConfig(alphabet=TOOL_ALPHABET))
