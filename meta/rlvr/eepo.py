@@ -117,16 +117,3 @@ def perturbed(
                 saved = grads[name]
                 p.grad = None if saved is None else saved
         model.train(was_training)
-
-
-def eepo_from_spec_args(args: str) -> EEPO:
-    """``EEPO`` from the arguments of an ``eepo:LR[,ENTROPY_THRESHOLD]`` spec (defaults 1e-3, always)."""
-    parts = [p for p in args.split(",") if p] if args else []
-    if len(parts) > 2:
-        raise ValueError(f"token-controller spec 'eepo:{args}' takes LR[,ENTROPY_THRESHOLD], got {len(parts)} numbers")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError as exc:
-        raise ValueError(f"token-controller spec 'eepo:{args}': arguments must be numbers") from exc
-    lr, threshold = values + [1e-3, float("inf")][len(values) :]
-    return EEPO(lr=lr, entropy_threshold=threshold)

@@ -186,17 +186,3 @@ class HAPO(Controller):
 
     def __repr__(self) -> str:
         return f"HAPO(tau={self.tau}, alpha={self.alpha}, quantile={self.quantile}, one_sided={self.one_sided})"
-
-
-def hapo_from_spec_args(args: str) -> HAPO:
-    """``HAPO`` from the arguments of a ``hapo:TAU,ALPHA[,QUANTILE]`` spec (defaults 0.2, 1, 0.5)."""
-    parts = [p for p in args.split(",") if p] if args else []
-    if len(parts) > 3:
-        raise ValueError(f"token-controller spec 'hapo:{args}' takes TAU,ALPHA[,QUANTILE], got {len(parts)} numbers")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError as exc:
-        raise ValueError(f"token-controller spec 'hapo:{args}': arguments must be numbers") from exc
-    defaults = [0.2, 1.0, 0.5]
-    tau, alpha, quantile = values + defaults[len(values) :]
-    return HAPO(tau=tau, alpha=alpha, quantile=quantile)

@@ -11,9 +11,11 @@ Importing this module declares the spec kind and registers both names (:func:`me
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from meta.controllers import build_spec, register_spec, register_spec_kind
-from meta.rlvr.eepo import EEPO, eepo_from_spec_args
-from meta.rlvr.hapo import HAPO, hapo_from_spec_args
+from meta.rlvr.eepo import EEPO
+from meta.rlvr.hapo import HAPO
 
 #: Spec kind of the RLVR token-level (in-group) controllers.
 TOKEN_CONTROLLER_SPECS = "rlvr-token-controller"
@@ -25,8 +27,32 @@ register_spec_kind(
     "token controller",
     "meta.rlvr.token_controllers.make_token_controller",
 )
-register_spec(TOKEN_CONTROLLER_SPECS, "hapo", hapo_from_spec_args)
-register_spec(TOKEN_CONTROLLER_SPECS, "eepo", eepo_from_spec_args)
+
+
+def _numbers(name: str, args: str, usage: str, defaults: Sequence[float]) -> list[float]:
+    """The spec's comma-separated numbers, the missing trailing ones from ``defaults``."""
+    parts = [p for p in args.split(",") if p] if args else []
+    if len(parts) > len(defaults):
+        raise ValueError(f"token-controller spec '{name}:{args}' takes {usage}, got {len(parts)} numbers")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError as exc:
+        raise ValueError(f"token-controller spec '{name}:{args}': arguments must be numbers") from exc
+    return values + list(defaults[len(values) :])
+
+
+def _hapo(args: str) -> HAPO:
+    tau, alpha, quantile = _numbers("hapo", args, "TAU,ALPHA[,QUANTILE]", (0.2, 1.0, 0.5))
+    return HAPO(tau=tau, alpha=alpha, quantile=quantile)
+
+
+def _eepo(args: str) -> EEPO:
+    lr, threshold = _numbers("eepo", args, "LR[,ENTROPY_THRESHOLD]", (1e-3, float("inf")))
+    return EEPO(lr=lr, entropy_threshold=threshold)
+
+
+register_spec(TOKEN_CONTROLLER_SPECS, "hapo", _hapo)
+register_spec(TOKEN_CONTROLLER_SPECS, "eepo", _eepo)
 
 
 def make_token_controller(spec: str) -> HAPO | EEPO:
