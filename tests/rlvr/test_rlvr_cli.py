@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from meta.rlvr.cli import app
@@ -60,3 +61,27 @@ def test_quick_bench_contract(tmp_path: Path) -> None:
     assert all(line.command.startswith("OMP_NUM_THREADS=1 python experiments/rlvr/benchmark.py") for line in lines)
     assert (tmp_path / "bench" / "quick_summary.json").is_file()
     assert (tmp_path / "bench" / "sft.pt").is_file()  # the missing checkpoint was trained first
+
+
+@pytest.mark.parametrize("spec", ["hapo:0.2,1", "eepo:0.01"])
+def test_train_with_a_token_controller_checkpoints_its_state(tmp_path: Path, spec: str) -> None:
+    from meta.rlvr.run import GRPORun
+
+    runner = CliRunner()
+    ckpt = tmp_path / "sft.pt"
+    assert runner.invoke(app, ["sft", "--steps", "5", "--out", str(ckpt)]).exit_code == 0
+    args = ["--token-controller", spec, "--steps", "2", "--prompts-per-step", "4", "--no-progress"]
+    result = runner.invoke(app, ["train", "--checkpoint", str(ckpt), *args, "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert spec.split(":")[0] in run_dir.name
+    assert f"token_controller: {spec}" in (run_dir / "config.yaml").read_text()
+    trainer = GRPORun.resume(run_dir).trainer  # the controller's state comes back from the checkpoint
+    if spec.startswith("hapo"):
+        assert trainer.token_controller is not None and trainer.token_controller.updates == 2
+        assert trainer.eepo is None
+    else:
+        assert trainer.eepo is not None and trainer.eepo.decisions == 2  # one stage per step (uniform)
+        assert trainer.token_controller is None
+    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--token-controller", spec, "--no-progress"])
+    assert result.exit_code == 2 and "--token-controller" in result.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -148,21 +147,3 @@ def test_spec() -> None:
         make_token_controller("eepo:1,2,3")
     with pytest.raises(ValueError, match="must be numbers"):
         make_token_controller("eepo:x")
-
-
-def test_rlvr_train_with_eepo_spec(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from meta.rlvr.cli import app
-    from meta.rlvr.run import GRPORun
-
-    runner = CliRunner()
-    ckpt = tmp_path / "sft.pt"
-    assert runner.invoke(app, ["sft", "--steps", "5", "--out", str(ckpt)]).exit_code == 0
-    args = ["--token-controller", "eepo:0.01", "--steps", "2", "--prompts-per-step", "4", "--no-progress"]
-    result = runner.invoke(app, ["train", "--checkpoint", str(ckpt), *args, "--out", str(tmp_path / "runs")])
-    assert result.exit_code == 0, result.output
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    resumed = GRPORun.resume(run_dir)
-    assert resumed.trainer.eepo is not None and resumed.trainer.eepo.decisions == 2  # one stage per step (uniform)
-    assert resumed.trainer.token_controller is None

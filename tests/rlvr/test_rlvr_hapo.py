@@ -4,7 +4,6 @@ advantages, the spec, the sampler's per-token temperatures and the trainer's che
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -174,25 +173,3 @@ def test_trainer_with_hapo_steps_and_resumes_exactly() -> None:
 def test_trainer_refuses_hapo_with_bapo() -> None:
     with pytest.raises(ValueError, match="HAPO sets"):
         _trainer(token_controller=HAPO(), clip_controller=BalancedClip())
-
-
-def test_rlvr_train_with_hapo_spec_checkpoints_its_state(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from meta.rlvr.cli import app
-    from meta.rlvr.run import GRPORun
-
-    runner = CliRunner()
-    ckpt = tmp_path / "sft.pt"
-    assert runner.invoke(app, ["sft", "--steps", "5", "--out", str(ckpt)]).exit_code == 0
-    args = ["--token-controller", "hapo:0.2,1", "--steps", "2", "--prompts-per-step", "4", "--no-progress"]
-    result = runner.invoke(app, ["train", "--checkpoint", str(ckpt), *args, "--out", str(tmp_path / "runs")])
-    assert result.exit_code == 0, result.output
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    assert "hapo" in run_dir.name
-    assert "token_controller: hapo:0.2,1" in (run_dir / "config.yaml").read_text()
-    resumed = GRPORun.resume(run_dir)
-    controller = resumed.trainer.token_controller
-    assert isinstance(controller, HAPO) and controller.updates == 2  # restored from the checkpoint
-    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--token-controller", "hapo", "--no-progress"])
-    assert result.exit_code == 2 and "--token-controller" in result.output
