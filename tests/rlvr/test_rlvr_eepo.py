@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from tiny_grpo import tiny_grpo_trainer
 
-from envs.reasoning import make_prompt_set
-from meta.rlvr import Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model
 from meta.rlvr.eepo import EEPO, perturbed
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import Group, GRPOTrainer
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.sampling import sample, sequence_logprobs
 from meta.rlvr.vocab import CharVocab
@@ -90,12 +88,7 @@ def test_gate() -> None:
 
 
 def _trainer(**kwargs: Any) -> GRPOTrainer:
-    torch.manual_seed(0)
-    pool = make_prompt_set(8, np.random.default_rng(0), difficulties=[1, 2])
-    cfg = GRPOConfig(prompts_per_step=2, minibatches=2, lr=0.02)
-    return GRPOTrainer(
-        build_model(TINY), CharVocab(), pool, Uniform(3), cfg, reward_fn=lambda t, s: float(len(s) % 2), **kwargs
-    )
+    return tiny_grpo_trainer(3, **kwargs)
 
 
 def test_trainer_two_stage_rollout_restores_the_policy() -> None:

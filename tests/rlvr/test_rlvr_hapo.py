@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from tiny_grpo import tiny_grpo_trainer
 
-from envs.reasoning import make_prompt_set
-from meta.rlvr import BalancedClip, Uniform, make_allocator
+from meta.rlvr import BalancedClip, make_allocator
 from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
 from meta.rlvr.hapo import (
     HAPO,
     entropy_statistics,
@@ -141,12 +141,7 @@ def test_sampler_per_token_temperature() -> None:
 
 
 def _trainer(**kwargs: Any) -> GRPOTrainer:
-    torch.manual_seed(0)
-    pool = make_prompt_set(8, np.random.default_rng(0), difficulties=[1, 2])
-    cfg = GRPOConfig(prompts_per_step=2, minibatches=2, lr=0.02)
-    return GRPOTrainer(
-        build_model(TINY), CharVocab(), pool, Uniform(4), cfg, reward_fn=lambda t, s: float(len(s) % 2), **kwargs
-    )
+    return tiny_grpo_trainer(4, **kwargs)
 
 
 def test_trainer_with_hapo_steps_and_resumes_exactly() -> None:
