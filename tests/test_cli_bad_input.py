@@ -33,6 +33,8 @@ CASES = [
     ("rlvr train --token-controller nope:1", "nope:1"),
     ("rlvr train --token-controller uniform:8", "meta.rlvr.allocators.make_allocator"),
     ("rlvr train --token-controller hapo:x", "arguments must be numbers"),
+    ("rlvr train --token-controller arpo:0.5,1", "ARPO branches after tool results"),
+    ("rlvr train --token-controller arpo:0.5,1,0", "k >= 1"),
     ("incontext train --task nope", "nope"),
     ("incontext train --steps -3", "--steps"),
     ("incontext eval /nonexistent/checkpoint.pt", "checkpoint not found"),

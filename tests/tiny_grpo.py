@@ -5,6 +5,8 @@ Importable from every test as ``tiny_grpo``: pytest puts ``tests/`` on ``sys.pat
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,3 +39,40 @@ def tiny_grpo_trainer(group_size: int, **kwargs: Any) -> GRPOTrainer:
         reward_fn=lambda t, s: float(len(s) % 2),
         **kwargs,
     )
+
+
+def resumed_alongside(make: Callable[[], GRPOTrainer], steps: int = 3) -> tuple[GRPOTrainer, GRPOTrainer]:
+    """``(full, resumed)``: ``full`` stepped ``steps`` times; ``resumed`` restored from a copy stopped after one step,
+    then stepped the rest. Asserts the two policies are bit-identical; the caller checks the rest of the state."""
+    full = make()
+    for _ in range(steps):
+        full.step()
+    part = make()
+    part.step()
+    resumed = make()
+    resumed.load_state_dict(part.state_dict())
+    for _ in range(steps - 1):
+        resumed.step()
+    for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(p, q)
+    return full, resumed
+
+
+def tiny_calc_sft(path: Path, difficulties: Sequence[int] = (1, 2), eval_per_difficulty: int = 3) -> dict[str, Any]:
+    """Three SFT steps of a one-layer character LM on the ``calc`` traces, saved at ``path``; returns the metrics."""
+    from envs.reasoning.tooluse import TOOL_ALPHABET
+    from meta.rlvr.sft import SFTConfig, train_sft
+
+    model_cfg = CharLMConfig(
+        hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET, max_positions=96
+    )
+    sft_cfg = SFTConfig(
+        steps=3,
+        batch_size=8,
+        families=["calc"],
+        difficulties=list(difficulties),
+        eval_per_difficulty=eval_per_difficulty,
+        max_new_tokens=40,
+        model=model_cfg,
+    )
+    return train_sft(sft_cfg, out_path=path, log=None)[1]

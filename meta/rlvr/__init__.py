@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from meta.rlvr.allocators import Allocator, DynamicSampling, Uniform, is_mixed, make_allocator
 from meta.rlvr.ar3po import AR3PO
+from meta.rlvr.arpo import ARPO
 from meta.rlvr.clipping import BalancedClip, positive_share
 from meta.rlvr.dars import DARS, cumulative_advantage_factor
 from meta.rlvr.e3 import E3Budget
@@ -25,6 +26,7 @@ from meta.rlvr.token_controllers import make_token_controller
 
 __all__ = [
     "AR3PO",
+    "ARPO",
     "DARS",
     "EEPO",
     "HAPO",

@@ -46,7 +46,10 @@ def train(
     ] = None,
     token_controller: Annotated[
         str | None,
-        typer.Option(help="Token-level controller spec: hapo:0.2,1 (HAPO) or eepo:0.001 (EEPO); default none."),
+        typer.Option(
+            help="Token-level controller spec: hapo:0.2,1 (HAPO), eepo:0.001 (EEPO) or arpo:0.5,1 (ARPO, calc family "
+            "only); default none."
+        ),
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
     prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,

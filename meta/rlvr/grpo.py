@@ -44,6 +44,7 @@ import torch
 
 from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, is_mixed
+from meta.rlvr.arpo import ARPO, prefix_advantages, tool_return_points, window_entropy
 from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.eepo import EEPO, perturbed
 from meta.rlvr.hapo import HAPO, token_group_advantages
@@ -153,7 +154,9 @@ class Response:
     reused: bool = False
     inserted: list[int] | None = None
     temperatures: list[float] | None = None  # per token, when a token controller (HAPO) set them
-    entropies: list[float] | None = None  # per token at the base temperature, idem
+    entropies: list[float] | None = None  # per token at the base temperature, idem (and with ARPO)
+    family: int | None = None  # ARPO: id of the initial response this one shares a prefix with (its own if none)
+    shared: int = 0  # ARPO: leading tokens copied from that response, not generated again
 
     @property
     def policy_tokens(self) -> int:
@@ -230,7 +233,7 @@ class _Minibatch:
 
     prompts: list[list[int]]
     completions: list[list[int]]
-    advantages: torch.Tensor  # (rows, 1)
+    advantages: torch.Tensor  # (rows, 1), or (rows, width) per token (ARPO's shared prefixes)
     old_logp: torch.Tensor | None  # None: on-policy (one step per batch), the ratio is exactly 1
     ref_logp: torch.Tensor | None
     policy_mask: torch.Tensor | None = None  # (rows, width), 0 on tool-inserted tokens; None: no tool insertions
@@ -240,6 +243,10 @@ class _Minibatch:
 
 
 RewardFn = Callable[[Task, str], float]
+#: A learning row: prompt ids, completion ids, advantage (one, or per token), 0/1 flags of tokens out of the loss.
+_Row = tuple[list[int], list[int], float | list[float], list[int] | None]
+#: Part of a stage's sampling: group index per row, the samples, and ARPO's (family, shared tokens) per row.
+_Part = tuple[list[int], Samples, list[tuple[int, int]] | None]
 
 
 class GRPOTrainer:
@@ -269,6 +276,10 @@ class GRPOTrainer:
         eepo: Optional EEPO two-stage rollout (:mod:`meta.rlvr.eepo`): each stage samples half of every group,
             takes the gated unlearning step on it, samples the other half from the perturbed weights and restores
             them exactly before the update. Not combined with ``token_controller``.
+        arpo: Optional ARPO entropy-based adaptive rollout (:mod:`meta.rlvr.arpo`): half of each group's budget
+            sampled whole, the rest branched after tool results whose next tokens are more uncertain than the
+            first ones (or sampled whole when no branch takes it), shared prefixes trained once with the mean
+            advantage of their branches. Needs ``tool``; not combined with ``token_controller`` or ``eepo``.
     """
 
     def __init__(
@@ -286,6 +297,7 @@ class GRPOTrainer:
         tool: ToolHook | None = None,
         token_controller: HAPO | None = None,
         eepo: EEPO | None = None,
+        arpo: ARPO | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
@@ -300,6 +312,9 @@ class GRPOTrainer:
         if eepo is not None and token_controller is not None:
             raise ValueError("EEPO's unlearning step uses one temperature: not combined with a token controller")
         self.eepo = eepo
+        if arpo is not None and (tool is None or token_controller is not None or eepo is not None):
+            raise ValueError("ARPO branches after tool results: needs a tool (the calc family), no HAPO, no EEPO")
+        self.arpo = arpo
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -342,12 +357,21 @@ class GRPOTrainer:
         return out
 
     # --- rollout -------------------------------------------------------------------------------------------------
-    def _generate(self, groups: Sequence[Group], rows: Sequence[int]) -> Samples:
-        """One response for each row (a group index per row)."""
+    def _generate(
+        self,
+        groups: Sequence[Group],
+        rows: Sequence[int],
+        prefixes: Sequence[Sequence[int]] | None = None,
+        max_new_tokens: int | None = None,
+    ) -> Samples:
+        """One response for each row (a group index per row), continuing ``prefixes`` (ARPO's branches) if given."""
+        prompts = [groups[i].prompt_ids for i in rows]
+        if prefixes is not None:
+            prompts = [p + list(q) for p, q in zip(prompts, prefixes, strict=True)]
         return sample(
             self.model,
-            [groups[i].prompt_ids for i in rows],
-            max_new_tokens=self.cfg.max_new_tokens,
+            prompts,
+            max_new_tokens=max_new_tokens or self.cfg.max_new_tokens,
             eos_id=self.vocab.eos_id,
             pad_id=self.vocab.pad_id,
             temperature=self.temperature,
@@ -355,6 +379,7 @@ class GRPOTrainer:
             suppress=self.suppress,
             tool=self.tool,
             token_temperature=self._token_temperature if self.token_controller is not None else None,
+            record_entropies=self.arpo is not None,
         )
 
     def _generate_eepo(self, groups: Sequence[Group], counts: Sequence[int]) -> list[tuple[list[int], Samples]]:
@@ -381,27 +406,82 @@ class GRPOTrainer:
                 parts.append((second, self._generate(groups, second)))
         return parts
 
+    def _generate_arpo(self, groups: Sequence[Group], counts: Sequence[int]) -> list[_Part]:
+        """ARPO's rollout (:mod:`meta.rlvr.arpo`): ``⌈n/2⌉`` whole responses per group, branches after tool results
+        drawn with the entropy rule, whole responses for the budget left; ``n`` responses per group in all."""
+        arpo = self.arpo
+        assert arpo is not None
+        family = self.costs.responses  # unique ids: responses generated before this stage
+        first = [i for i, c in enumerate(counts) for _ in range(arpo.initial_count(c))]
+        out = self._generate(groups, first)
+        parts: list[_Part] = [(first, out, [(family + k, 0) for k in range(len(first))])]
+        left = [int(c) - arpo.initial_count(c) for c in counts]
+        rows, prefixes, forks = [], [], []
+        for k, (i, tokens) in enumerate(zip(first, out.completions, strict=True)):
+            flags, ents = out.inserted[k], out.entropies[k]
+            h_initial = window_entropy(ents, flags, 0, arpo.k)
+            for p in tool_return_points(flags):
+                h_after = window_entropy(ents, flags, p, arpo.k)
+                if left[i] <= 0 or p >= self.cfg.max_new_tokens or math.isnan(h_after) or math.isnan(h_initial):
+                    continue
+                prob = arpo.decide({"entropy_after": h_after, "entropy_initial": h_initial})
+                z = min(arpo.branches, left[i]) if self.rng.random() < prob else 0
+                arpo.record(z)
+                left[i] -= z
+                rows += [i] * z
+                prefixes += [tokens[:p]] * z
+                forks += [(family + k, p)] * z
+        if rows:
+            # One batch for every branch, as long as the longest one may run; each is then cut to its own budget.
+            budget = self.cfg.max_new_tokens - min(len(q) for q in prefixes)
+            more = self._generate(groups, rows, prefixes, budget)
+            cut = [self.cfg.max_new_tokens - len(q) for q in prefixes]
+            root_flags = [out.inserted[f - family] for f, _ in forks]
+            root_ents = [out.entropies[f - family] for f, _ in forks]
+            more = Samples(
+                [q + c[:n] for q, c, n in zip(prefixes, more.completions, cut, strict=True)],
+                more.mean_entropy,
+                [f[: len(q)] + g[:n] for f, q, g, n in zip(root_flags, prefixes, more.inserted, cut, strict=True)],
+                [],
+                [e[: len(q)] + h[:n] for e, q, h, n in zip(root_ents, prefixes, more.entropies, cut, strict=True)],
+            )
+            parts.append((rows, more, forks))
+        whole = [i for i, n in enumerate(left) for _ in range(n)]
+        if whole:
+            arpo.record(0, supplemented=len(whole))
+            start = family + len(first) + len(rows)
+            parts.append((whole, self._generate(groups, whole), [(start + k, 0) for k in range(len(whole))]))
+        return parts
+
     def _sample_stage(self, groups: Sequence[Group], counts: Sequence[int], stage: int) -> list[float]:
         rows = [i for i, c in enumerate(counts) for _ in range(int(c))]
         if not rows:
             return []
-        parts = self._generate_eepo(groups, counts) if self.eepo is not None else [(rows, self._generate(groups, rows))]
+        if self.arpo is not None:
+            parts = self._generate_arpo(groups, counts)
+        else:
+            plain = (
+                self._generate_eepo(groups, counts) if self.eepo is not None else [(rows, self._generate(groups, rows))]
+            )
+            parts = [(r, o, None) for r, o in plain]
         for i, c in enumerate(counts):
             if c > 0:
                 self.costs.prompt_tokens += len(groups[i].prompt_ids)
                 if stage > 0:
                     self.costs.prompt_tokens_extra_stages += len(groups[i].prompt_ids)
         entropies: list[float] = []
-        for part_rows, out in parts:
+        for part_rows, out, forks in parts:
             for k, (i, tokens) in enumerate(zip(part_rows, out.completions, strict=True)):
                 reward = float(self.reward_fn(groups[i].task, self.vocab.decode(tokens)))
                 inserted = out.inserted[k] if self.tool is not None else None
                 response = Response(tokens, reward, inserted=inserted)
                 if out.temperatures:
                     response.temperatures, response.entropies = out.temperatures[k], out.entropies[k]
+                if forks is not None:
+                    response.family, response.shared = forks[k]
                 groups[i].responses.append(response)
                 self.costs.responses += 1
-                self.costs.completion_tokens += len(tokens)
+                self.costs.completion_tokens += len(tokens) - response.shared  # a branch's prefix is cached
             entropies += [out.mean_entropy] * len(part_rows)
         return entropies
 
@@ -541,11 +621,14 @@ class GRPOTrainer:
             "clip_low": low,
             "clip_high": high,
         }
-        rows: list[tuple[list[int], list[int], float, list[int] | None]] = []
+        rows: list[_Row] = []
         responses: list[Response] = []
         lengths: list[int] = []
         for g in groups:
             adv = self._advantages(g)
+            if self.arpo is not None:
+                self._arpo_rows(g, adv, rows, responses, lengths)
+                continue
             for r, a in zip(g.responses, adv, strict=True):
                 # Tokens a tool inserted are not the model's choice: they count neither here nor in the loss.
                 lengths.append(r.policy_tokens)
@@ -577,8 +660,7 @@ class GRPOTrainer:
                 mb.old_logp = self._logprobs(self.model, prompts, completions, mb)[0] if off_policy else None
                 if self.ref_model is not None:
                     mb.ref_logp = self._logprobs(self.ref_model, prompts, completions, mb)[0]
-                advantages = [rows[int(i)][2] for i in idx]
-                mb.advantages = torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
+                mb.advantages = self._advantage_tensor([rows[int(i)][2] for i in idx], completions)
                 batches.append(mb)
         losses: list[float] = []
         clipped, counted = 0, 0
@@ -632,6 +714,36 @@ class GRPOTrainer:
         )
         return metrics
 
+    def _arpo_rows(
+        self, g: Group, adv: Sequence[float], rows: list[_Row], responses: list[Response], lengths: list[int]
+    ) -> None:
+        """ARPO's learning rows of ``g``: per-token advantages over shared prefixes, a shared token counted once."""
+        families = [r.family if r.family is not None else -1 - j for j, r in enumerate(g.responses)]
+        token_adv, owned = prefix_advantages([r.tokens for r in g.responses], adv, families)
+        for r, a, own in zip(g.responses, token_adv, owned, strict=True):
+            flags = r.inserted or [0] * len(r.tokens)
+            # Left out of the loss: the tool's insertions and the shared tokens another row owns.
+            out = [int(f or not o) for f, o in zip(flags, own, strict=True)]
+            lengths.append(len(out) - sum(out))
+            if r.tokens and (self.ref_model is not None or any(x != 0.0 for x, o in zip(a, out, strict=True) if not o)):
+                rows.append((g.prompt_ids, r.tokens, a, out if any(out) else None))
+                responses.append(r)
+
+    def _advantage_tensor(
+        self, advantages: Sequence[float | list[float]], completions: Sequence[list[int]]
+    ) -> torch.Tensor:
+        """``(rows, 1)`` advantages, or ``(rows, width)`` when some row has per-token ones (zero past its end)."""
+        if all(isinstance(a, float) for a in advantages):
+            return torch.tensor(advantages, dtype=torch.float32, device=self.device).unsqueeze(1)
+        width = max(max((len(c) for c in completions), default=0), 1)
+        out = torch.zeros((len(advantages), width), dtype=torch.float32)
+        for j, a in enumerate(advantages):
+            if isinstance(a, float):
+                out[j] = a
+            else:
+                out[j, : len(a)] = torch.tensor(a, dtype=torch.float32)
+        return out.to(self.device)
+
     def _token_rules(self, mb: _Minibatch, responses: Sequence[Response]) -> None:
         """Fill ``mb``'s per-token temperatures and clip bounds from its responses (HAPO; no-op without it)."""
         if self.token_controller is None:
@@ -650,9 +762,7 @@ class GRPOTrainer:
         mb.eps_low = torch.as_tensor(low, dtype=torch.float32).to(self.device)
         mb.eps_high = torch.as_tensor(high, dtype=torch.float32).to(self.device)
 
-    def _policy_mask(
-        self, rows: Sequence[tuple[list[int], list[int], float, list[int] | None]], idx: np.ndarray
-    ) -> torch.Tensor | None:
+    def _policy_mask(self, rows: Sequence[_Row], idx: np.ndarray) -> torch.Tensor | None:
         """``(rows, width)`` mask, 0 on tool-inserted tokens, or ``None`` when no row of ``idx`` has insertions."""
         picked = [rows[int(i)] for i in idx]
         if all(r[3] is None for r in picked):
@@ -727,6 +837,7 @@ class GRPOTrainer:
             "clip_controller": self._controller_state(self.clip_controller),
             "token_controller": self._controller_state(self.token_controller),
             "eepo": self._controller_state(self.eepo),
+            "arpo": self._controller_state(self.arpo),
         }
 
     @staticmethod
@@ -763,7 +874,7 @@ class GRPOTrainer:
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])
         self.allocator.load_state_dict(state["allocator"])
-        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller", "eepo"):
+        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller", "eepo", "arpo"):
             controller = getattr(self, name)
             if controller is not None and state.get(name) is not None:
                 controller.load_state_dict(state[name])

@@ -35,6 +35,7 @@ from tqdm import tqdm
 from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
 from envs.reasoning.tooluse import CALC_FAMILY, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
+from meta.rlvr.arpo import ARPO
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
@@ -64,7 +65,8 @@ class GRPORunConfig:
         sft_checkpoint: SFT checkpoint (``rolloutlab rlvr sft``) the policy starts from.
         allocator: Allocator spec for :func:`meta.rlvr.allocators.make_allocator`, e.g. ``uniform:8``, ``ar3po:2,4``.
         token_controller: Token-level controller spec for :func:`meta.rlvr.token_controllers.make_token_controller`,
-            ``hapo:0.2,1`` (HAPO) or ``eepo:0.001`` (EEPO's two-stage rollout); empty for none (the default).
+            ``hapo:0.2,1`` (HAPO), ``eepo:0.001`` (EEPO's two-stage rollout) or ``arpo:0.5,1`` (ARPO's branches
+            after tool results; the ``calc`` family only); empty for none (the default).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -127,6 +129,12 @@ def _on_device(cfg: GRPORunConfig, device: str | None) -> GRPORunConfig:
     return replace(cfg, grpo=replace(cfg.grpo, device=device))
 
 
+def _check_arpo(cfg: GRPORunConfig, token: object) -> None:
+    """ARPO branches where a tool result ends: refuse it on families without the calculator."""
+    if isinstance(token, ARPO) and list(cfg.families) != [CALC_FAMILY]:
+        raise ValueError(f"ARPO branches after tool results: it needs families [{CALC_FAMILY}], got {cfg.families}")
+
+
 class GRPORun:
     """A GRPO training run: the trainer, its prompt sets, evaluations, logger and checkpoints.
 
@@ -166,6 +174,7 @@ class GRPORun:
         calc = CALC_FAMILY in cfg.families
         if calc and list(cfg.families) != [CALC_FAMILY]:
             raise ValueError(f"the {CALC_FAMILY!r} family is trained alone, got families {cfg.families}")
+        _check_arpo(cfg, token)
         pool, self.held_out = (
             self._prompt_set(cfg, cfg.pool_size, cfg.pool_seed),
             self._prompt_set(cfg, cfg.held_out_size, cfg.held_out_seed),
@@ -180,6 +189,7 @@ class GRPORun:
             reward_fn=verify_calc if calc else verify,
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
+            arpo=token if isinstance(token, ARPO) else None,
             tool=CalculatorTool(vocab) if calc else None,
         )
         self.evals: list[dict[str, float]] = []
@@ -207,7 +217,7 @@ class GRPORun:
         """
         make_allocator(cfg.allocator)  # the cheapest check first: no model load for a typo in the spec
         if cfg.token_controller:
-            make_token_controller(cfg.token_controller)
+            _check_arpo(cfg, make_token_controller(cfg.token_controller))
         model, model_config, _ = load_model(cfg.sft_checkpoint)
         run = cls(cfg, model, model_config, **kwargs)
         name = f"rlvr-{cfg.allocator}" + (f"-{cfg.token_controller}" if cfg.token_controller else "")

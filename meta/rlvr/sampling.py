@@ -53,7 +53,7 @@ class Samples:
             length as the completion); empty when no hook was given.
         temperatures: Per row, the temperature each token was drawn at (``token_temperature`` given; else empty).
         entropies: Per row, each token's next-token entropy (nats) at the base temperature, the quantity a
-            ``token_temperature`` rule reads (``token_temperature`` given; else empty).
+            ``token_temperature`` rule reads (``token_temperature`` given or ``record_entropies``; else empty).
     """
 
     completions: list[list[int]]
@@ -104,6 +104,7 @@ def sample(
     suppress: Sequence[int] = (),
     tool: ToolHook | None = None,
     token_temperature: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    record_entropies: bool = False,
 ) -> Samples:
     """Sample one completion per prompt row with a KV cache.
 
@@ -123,6 +124,8 @@ def sample(
         token_temperature: Optional per-token temperature rule (HAPO): maps each row's next-token entropy at
             ``temperature`` (a ``(batch,)`` tensor, nats) to the temperature that row's token is drawn at. Ignored
             for greedy decoding. :func:`sequence_logprobs` must then get :attr:`Samples.temperatures`.
+        record_entropies: Fill :attr:`Samples.entropies` without a ``token_temperature`` rule (ARPO reads the
+            entropy after tool results); the draws are unchanged.
 
     Returns:
         :class:`Samples`.
@@ -182,6 +185,8 @@ def sample(
             forced_flags[:, t] = forced.cpu()
         probs = logp.exp()
         entropy = -(probs * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
+        if record_entropies and not per_token:
+            base_entropy_out[:, t] = entropy.cpu()
         entropy_sum += float(entropy[active & ~forced].sum())
         entropy_count += int((active & ~forced).sum())
         token = torch.where(finished, torch.full_like(token, pad_id), token)
@@ -216,7 +221,8 @@ def sample(
     model.train(was_training)
     inserted = [forced_flags[i, : len(c)].long().tolist() for i, c in enumerate(completions)] if tool else []
     temps = [temps_out[i, : len(c)].tolist() for i, c in enumerate(completions)] if per_token else []
-    ents = [base_entropy_out[i, : len(c)].tolist() for i, c in enumerate(completions)] if per_token else []
+    recorded = per_token or record_entropies
+    ents = [base_entropy_out[i, : len(c)].tolist() for i, c in enumerate(completions)] if recorded else []
     return Samples(completions, entropy_sum / max(entropy_count, 1), inserted, temps, ents)
 
 

@@ -1,11 +1,14 @@
-"""Specs of the RLVR controllers that act inside a group's sampling: HAPO (per token) and EEPO (between halves).
+"""Specs of the RLVR controllers that act inside a group's sampling: HAPO (per token), EEPO (between halves), ARPO
+(branches after tool results).
 
 ``rolloutlab rlvr train --token-controller SPEC`` and :class:`meta.rlvr.run.GRPORunConfig.token_controller` take
 
 * ``hapo[:TAU,ALPHA[,QUANTILE]]`` — :class:`meta.rlvr.hapo.HAPO` (defaults 0.2, 1, 0.5);
-* ``eepo[:LR[,ENTROPY_THRESHOLD]]`` — :class:`meta.rlvr.eepo.EEPO` (defaults 1e-3, always).
+* ``eepo[:LR[,ENTROPY_THRESHOLD]]`` — :class:`meta.rlvr.eepo.EEPO` (defaults 1e-3, always);
+* ``arpo[:ALPHA,BETA[,K[,BRANCHES]]]`` — :class:`meta.rlvr.arpo.ARPO` (defaults 0.5, 1, 4, 2; the ``calc`` family
+  only, it branches after tool results).
 
-Importing this module declares the spec kind and registers both names (:func:`meta.controllers.register_spec`);
+Importing this module declares the spec kind and registers the names (:func:`meta.controllers.register_spec`);
 ``meta.controllers`` never imports it. Numpy only, like the rest of ``import meta.rlvr``.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from meta.controllers import build_spec, register_spec, register_spec_kind
+from meta.rlvr.arpo import ARPO
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.hapo import HAPO
 
@@ -51,17 +55,28 @@ def _eepo(args: str) -> EEPO:
     return EEPO(lr=lr, entropy_threshold=threshold)
 
 
+def _arpo(args: str) -> ARPO:
+    alpha, beta, k, branches = _numbers("arpo", args, "ALPHA,BETA[,K[,BRANCHES]]", (0.5, 1.0, 4, 2))
+    if k != int(k) or branches != int(branches):
+        raise ValueError(f"token-controller spec 'arpo:{args}': K and BRANCHES must be whole numbers")
+    return ARPO(alpha=alpha, beta=beta, k=int(k), branches=int(branches))
+
+
 register_spec(TOKEN_CONTROLLER_SPECS, "hapo", _hapo)
 register_spec(TOKEN_CONTROLLER_SPECS, "eepo", _eepo)
+register_spec(TOKEN_CONTROLLER_SPECS, "arpo", _arpo)
+
+#: Token controllers a spec can build.
+TokenController = HAPO | EEPO | ARPO
 
 
-def make_token_controller(spec: str) -> HAPO | EEPO:
-    """Build a token-level controller from a spec such as ``hapo:0.2,1`` or ``eepo:0.001,1.5``.
+def make_token_controller(spec: str) -> TokenController:
+    """Build a token-level controller from a spec such as ``hapo:0.2,1``, ``eepo:0.001,1.5`` or ``arpo:0.5,1``.
 
     Raises:
         ValueError: Unknown name (with the known ones), a spec of another kind, or bad arguments.
     """
     controller = build_spec(TOKEN_CONTROLLER_SPECS, spec)
-    if not isinstance(controller, HAPO | EEPO):
+    if not isinstance(controller, HAPO | EEPO | ARPO):
         raise TypeError(f"spec {spec!r} built {type(controller).__name__}, not a token controller")
     return controller

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from tiny_grpo import tiny_grpo_trainer
+from tiny_grpo import resumed_alongside, tiny_grpo_trainer
 
 from meta.rlvr.charlm import CharLMConfig, build_model
 from meta.rlvr.eepo import EEPO, perturbed
@@ -109,17 +109,7 @@ def test_trainer_two_stage_rollout_restores_the_policy() -> None:
 
 
 def test_trainer_with_eepo_resumes_exactly() -> None:
-    full = _trainer(eepo=EEPO(lr=0.5))
-    for _ in range(3):
-        full.step()
-    part = _trainer(eepo=EEPO(lr=0.5))
-    part.step()
-    resumed = _trainer(eepo=EEPO(lr=0.5))
-    resumed.load_state_dict(part.state_dict())
-    resumed.step()
-    resumed.step()
-    for p, q in zip(full.model.parameters(), resumed.model.parameters(), strict=True):
-        assert torch.equal(p, q)
+    full, resumed = resumed_alongside(lambda: _trainer(eepo=EEPO(lr=0.5)))
     assert full.eepo is not None and resumed.eepo is not None
     assert full.eepo.state_dict() == resumed.eepo.state_dict() == {"steps_taken": 3, "decisions": 3}
 

@@ -242,23 +242,12 @@ def test_trainer_step_with_the_calculator_runs() -> None:
 
 
 def test_calc_sft_then_grpo_run_with_the_calculator(tmp_path: Path) -> None:
+    from tiny_grpo import tiny_calc_sft
+
     from meta.rlvr.charlm import load_model
     from meta.rlvr.run import GRPORun, GRPORunConfig
-    from meta.rlvr.sft import SFTConfig, train_sft
 
-    model_cfg = CharLMConfig(
-        hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET, max_positions=96
-    )
-    sft_cfg = SFTConfig(
-        steps=3,
-        batch_size=8,
-        families=["calc"],
-        difficulties=[1, 2],
-        eval_per_difficulty=3,
-        max_new_tokens=40,
-        model=model_cfg,
-    )
-    _, metrics = train_sft(sft_cfg, out_path=tmp_path / "sft.pt", log=None)
+    metrics = tiny_calc_sft(tmp_path / "sft.pt")
     assert set(metrics["sampled"]) == {"calc/1", "calc/2", "overall"}
     cfg = GRPORunConfig(
         sft_checkpoint=str(tmp_path / "sft.pt"),
