@@ -35,6 +35,7 @@ CASES = [
     ("rlvr train --token-controller hapo:x", "arguments must be numbers"),
     ("rlvr train --token-controller arpo:0.5,1", "ARPO branches after tool results"),
     ("rlvr train --token-controller arpo:0.5,1,0", "k >= 1"),
+    ("rlvr train --token-controller ehpo:1,0.1,1.5", "BRANCHES must be a whole number"),
     ("incontext train --task nope", "nope"),
     ("incontext train --steps -3", "--steps"),
     ("incontext eval /nonexistent/checkpoint.pt", "checkpoint not found"),

@@ -76,3 +76,15 @@ def tiny_calc_sft(path: Path, difficulties: Sequence[int] = (1, 2), eval_per_dif
         model=model_cfg,
     )
     return train_sft(sft_cfg, out_path=path, log=None)[1]
+
+
+class EchoTool:
+    """A tool hook that answers every ``1`` the model samples with a ``7``: frequent "calls" from an untrained model
+    over the default alphabet, so tool-result points occur in every few responses."""
+
+    def __init__(self, vocab: CharVocab) -> None:
+        self.trigger = vocab.index["1"]
+        self.answer = vocab.index["7"]
+
+    def respond(self, completion: Sequence[int]) -> list[int]:
+        return [self.answer]

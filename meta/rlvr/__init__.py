@@ -15,6 +15,7 @@ from meta.rlvr.clipping import BalancedClip, positive_share
 from meta.rlvr.dars import DARS, cumulative_advantage_factor
 from meta.rlvr.e3 import E3Budget
 from meta.rlvr.eepo import EEPO
+from meta.rlvr.ehpo import EHPO
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.knapsack import Knapsack, p_mixed, solve_knapsack
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
@@ -29,6 +30,7 @@ __all__ = [
     "ARPO",
     "DARS",
     "EEPO",
+    "EHPO",
     "HAPO",
     "AdaptiveLengthPenalty",
     "Allocator",

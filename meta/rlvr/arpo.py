@@ -88,29 +88,27 @@ def prefix_advantages(
     return token_adv, owned
 
 
-class ARPO(Controller):
-    """ARPO's branching rule and budget split behind the controller protocol.
+class BranchingRollout(Controller):
+    """A group's budget split into whole responses and branches from their prefixes (ARPO, EHPO).
+
+    The trainer (:class:`meta.rlvr.grpo.GRPOTrainer` with ``branching=``) samples :meth:`initial_count` whole
+    responses per group, asks :meth:`branch_points` for each one's candidate forks, draws each with its probability
+    (``branches`` partial rollouts, while the budget lasts), fills the rest with whole responses and attributes
+    advantages with :func:`prefix_advantages`; subclasses say where to fork and may shape the rewards.
 
     Args:
-        alpha: ``α``, the branch probability at no entropy change.
-        beta: ``β``, its slope per nat of entropy increase.
-        k: Tokens in each entropy window (``H_initial`` and ``H_after``).
-        branches: ``Z``, partial rollouts per branching point.
-
-    :meth:`decide` returns ``p`` for one point; the trainer draws the branch and counts it with :meth:`record`.
+        branches: ``Z``, partial rollouts per branching point (a whole number >= 1).
     """
 
-    def __init__(self, alpha: float = 0.5, beta: float = 1.0, k: int = 4, branches: int = 2) -> None:
-        if not 0.0 <= alpha <= 1.0 or beta < 0.0:
-            raise ValueError(f"need 0 <= alpha <= 1 and beta >= 0, got {alpha}, {beta}")
-        if int(k) != k or int(branches) != branches or k < 1 or branches < 1:
-            raise ValueError(f"need whole numbers k >= 1 and branches >= 1, got {k}, {branches}")
-        self.alpha = float(alpha)
-        self.beta = float(beta)
-        self.k = int(k)
+    #: Whether the rule only makes sense with a tool hook (the trainer refuses it without one).
+    needs_tool = False
+
+    def __init__(self, branches: int = 2) -> None:
+        if int(branches) != branches or branches < 1:
+            raise ValueError(f"need a whole number of branches >= 1, got {branches}")
         self.branches = int(branches)
         self.points = 0
-        self.branch_points = 0
+        self.branch_points_taken = 0
         self.branch_responses = 0
         self.supplemented = 0
 
@@ -118,6 +116,65 @@ class ARPO(Controller):
     def initial_count(group_size: int) -> int:
         """``N = ⌈G/2⌉`` complete responses first; the rest of the budget is for branches."""
         return (int(group_size) + 1) // 2
+
+    def branch_points(
+        self, pieces: Sequence[str], inserted: Sequence[int], entropies: Sequence[float]
+    ) -> list[tuple[int, float]]:
+        """``(position, probability)`` of each fork of one whole response, in the order they are drawn.
+
+        Args:
+            pieces: The response's tokens as text, one string per token (``""`` for EOS).
+            inserted: 0/1 per token, 1 where a tool inserted it.
+            entropies: Next-token entropy (nats) per token.
+        """
+        raise NotImplementedError
+
+    def shape(self, rewards: Sequence[float], lengths: Sequence[int]) -> list[float]:
+        """Rewards the group's advantages are computed from (unchanged here)."""
+        return [float(r) for r in rewards]
+
+    def record(self, branched: int, supplemented: int = 0) -> None:
+        """Count ``branched`` partial rollouts at one point (0: none) and ``supplemented`` complete ones."""
+        if branched:
+            self.branch_points_taken += 1
+            self.branch_responses += int(branched)
+        self.supplemented += int(supplemented)
+
+    def reset(self) -> None:
+        self.points = self.branch_points_taken = self.branch_responses = self.supplemented = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "points": self.points,
+            "branch_points_taken": self.branch_points_taken,
+            "branch_responses": self.branch_responses,
+            "supplemented": self.supplemented,
+        }
+
+
+class ARPO(BranchingRollout):
+    """ARPO's branching rule: fork where a tool result ends, with probability rising with the entropy increase.
+
+    Args:
+        alpha: ``α``, the branch probability at no entropy change.
+        beta: ``β``, its slope per nat of entropy increase.
+        k: Tokens in each entropy window (``H_initial`` and ``H_after``).
+        branches: ``Z``, partial rollouts per branching point.
+
+    :meth:`decide` returns ``p`` for one point.
+    """
+
+    needs_tool = True
+
+    def __init__(self, alpha: float = 0.5, beta: float = 1.0, k: int = 4, branches: int = 2) -> None:
+        if not 0.0 <= alpha <= 1.0 or beta < 0.0:
+            raise ValueError(f"need 0 <= alpha <= 1 and beta >= 0, got {alpha}, {beta}")
+        if int(k) != k or k < 1:
+            raise ValueError(f"need a whole number k >= 1, got {k}")
+        super().__init__(branches)
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.k = int(k)
 
     def decide(self, feedback: Feedback) -> float:
         """``feedback["entropy_after"]``, ``feedback["entropy_initial"]`` (nats) -> the branch probability ``p``."""
@@ -128,23 +185,17 @@ class ARPO(Controller):
         after, initial = float(feedback["entropy_after"]), float(feedback["entropy_initial"])
         return branch_probability(after, initial, self.alpha, self.beta)
 
-    def record(self, branched: int, supplemented: int = 0) -> None:
-        """Count ``branched`` partial rollouts at one point (0: none) and ``supplemented`` complete ones."""
-        if branched:
-            self.branch_points += 1
-            self.branch_responses += int(branched)
-        self.supplemented += int(supplemented)
-
-    def reset(self) -> None:
-        self.points = self.branch_points = self.branch_responses = self.supplemented = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "points": self.points,
-            "branch_points": self.branch_points,
-            "branch_responses": self.branch_responses,
-            "supplemented": self.supplemented,
-        }
+    def branch_points(
+        self, pieces: Sequence[str], inserted: Sequence[int], entropies: Sequence[float]
+    ) -> list[tuple[int, float]]:
+        """Every tool-return point with a sampled token after it, with ARPO's ``p`` (the response's order)."""
+        h_initial = window_entropy(entropies, inserted, 0, self.k)
+        out = []
+        for p in tool_return_points(inserted):
+            h_after = window_entropy(entropies, inserted, p, self.k)
+            if not (math.isnan(h_after) or math.isnan(h_initial)):
+                out.append((p, self.decide({"entropy_after": h_after, "entropy_initial": h_initial})))
+        return out
 
     def __repr__(self) -> str:
         return f"ARPO(alpha={self.alpha}, beta={self.beta}, k={self.k}, branches={self.branches})"

@@ -48,7 +48,7 @@ def train(
         str | None,
         typer.Option(
             help="Token-level controller spec: hapo:0.2,1 (HAPO), eepo:0.001 (EEPO) or arpo:0.5,1 (ARPO, calc family "
-            "only); default none."
+            "only) or ehpo:1,0.1 (EHPO); default none."
         ),
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,

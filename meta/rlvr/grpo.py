@@ -44,7 +44,7 @@ import torch
 
 from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, is_mixed
-from meta.rlvr.arpo import ARPO, prefix_advantages, tool_return_points, window_entropy
+from meta.rlvr.arpo import BranchingRollout, prefix_advantages
 from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.eepo import EEPO, perturbed
 from meta.rlvr.hapo import HAPO, token_group_advantages
@@ -276,10 +276,13 @@ class GRPOTrainer:
         eepo: Optional EEPO two-stage rollout (:mod:`meta.rlvr.eepo`): each stage samples half of every group,
             takes the gated unlearning step on it, samples the other half from the perturbed weights and restores
             them exactly before the update. Not combined with ``token_controller``.
-        arpo: Optional ARPO entropy-based adaptive rollout (:mod:`meta.rlvr.arpo`): half of each group's budget
-            sampled whole, the rest branched after tool results whose next tokens are more uncertain than the
-            first ones (or sampled whole when no branch takes it), shared prefixes trained once with the mean
-            advantage of their branches. Needs ``tool``; not combined with ``token_controller`` or ``eepo``.
+        branching: Optional branching rollout (:class:`meta.rlvr.arpo.BranchingRollout`: ARPO, or EHPO of
+            :mod:`meta.rlvr.ehpo`): half of each group's budget sampled whole, the rest branched from their
+            prefixes where the controller says (ARPO: after tool results whose next tokens are more uncertain than
+            the first ones; EHPO: at high-entropy reasoning units) or sampled whole when no branch takes it, shared
+            prefixes trained once with the mean advantage of their branches; the controller may shape the rewards
+            (EHPO's difficulty-aware length penalty). Not combined with ``token_controller``, ``eepo`` or
+            ``length_penalty``.
     """
 
     def __init__(
@@ -297,7 +300,7 @@ class GRPOTrainer:
         tool: ToolHook | None = None,
         token_controller: HAPO | None = None,
         eepo: EEPO | None = None,
-        arpo: ARPO | None = None,
+        branching: BranchingRollout | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
@@ -312,9 +315,11 @@ class GRPOTrainer:
         if eepo is not None and token_controller is not None:
             raise ValueError("EEPO's unlearning step uses one temperature: not combined with a token controller")
         self.eepo = eepo
-        if arpo is not None and (tool is None or token_controller is not None or eepo is not None):
-            raise ValueError("ARPO branches after tool results: needs a tool (the calc family), no HAPO, no EEPO")
-        self.arpo = arpo
+        if branching is not None and (token_controller is not None or eepo is not None or length_penalty is not None):
+            raise ValueError("a branching rollout (ARPO/EHPO) is not combined with HAPO, EEPO or a length penalty")
+        if branching is not None and tool is None and branching.needs_tool:
+            raise ValueError(f"{type(branching).__name__} branches after tool results: needs a tool (the calc family)")
+        self.branching = branching
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -379,7 +384,7 @@ class GRPOTrainer:
             suppress=self.suppress,
             tool=self.tool,
             token_temperature=self._token_temperature if self.token_controller is not None else None,
-            record_entropies=self.arpo is not None,
+            record_entropies=self.branching is not None,
         )
 
     def _generate_eepo(self, groups: Sequence[Group], counts: Sequence[int]) -> list[tuple[list[int], Samples]]:
@@ -406,10 +411,10 @@ class GRPOTrainer:
                 parts.append((second, self._generate(groups, second)))
         return parts
 
-    def _generate_arpo(self, groups: Sequence[Group], counts: Sequence[int]) -> list[_Part]:
-        """ARPO's rollout (:mod:`meta.rlvr.arpo`): ``⌈n/2⌉`` whole responses per group, branches after tool results
-        drawn with the entropy rule, whole responses for the budget left; ``n`` responses per group in all."""
-        arpo = self.arpo
+    def _generate_branching(self, groups: Sequence[Group], counts: Sequence[int]) -> list[_Part]:
+        """The branching rollout (:mod:`meta.rlvr.arpo`): ``⌈n/2⌉`` whole responses per group, branches at the
+        controller's points, drawn with its probabilities, whole responses for the budget left; ``n`` in all."""
+        arpo = self.branching
         assert arpo is not None
         family = self.costs.responses  # unique ids: responses generated before this stage
         first = [i for i, c in enumerate(counts) for _ in range(arpo.initial_count(c))]
@@ -418,13 +423,11 @@ class GRPOTrainer:
         left = [int(c) - arpo.initial_count(c) for c in counts]
         rows, prefixes, forks = [], [], []
         for k, (i, tokens) in enumerate(zip(first, out.completions, strict=True)):
-            flags, ents = out.inserted[k], out.entropies[k]
-            h_initial = window_entropy(ents, flags, 0, arpo.k)
-            for p in tool_return_points(flags):
-                h_after = window_entropy(ents, flags, p, arpo.k)
-                if left[i] <= 0 or p >= self.cfg.max_new_tokens or math.isnan(h_after) or math.isnan(h_initial):
+            flags = out.inserted[k] if out.inserted else [0] * len(tokens)
+            pieces = [self.vocab.decode([t]) for t in tokens]
+            for p, prob in arpo.branch_points(pieces, flags, out.entropies[k]):
+                if left[i] <= 0 or not 0 < p < self.cfg.max_new_tokens:
                     continue
-                prob = arpo.decide({"entropy_after": h_after, "entropy_initial": h_initial})
                 z = min(arpo.branches, left[i]) if self.rng.random() < prob else 0
                 arpo.record(z)
                 left[i] -= z
@@ -436,7 +439,10 @@ class GRPOTrainer:
             budget = self.cfg.max_new_tokens - min(len(q) for q in prefixes)
             more = self._generate(groups, rows, prefixes, budget)
             cut = [self.cfg.max_new_tokens - len(q) for q in prefixes]
-            root_flags = [out.inserted[f - family] for f, _ in forks]
+            root_flags = [
+                out.inserted[f - family] if out.inserted else [0] * len(q)
+                for (f, _), q in zip(forks, prefixes, strict=True)
+            ]
             root_ents = [out.entropies[f - family] for f, _ in forks]
             more = Samples(
                 [q + c[:n] for q, c, n in zip(prefixes, more.completions, cut, strict=True)],
@@ -457,8 +463,8 @@ class GRPOTrainer:
         rows = [i for i, c in enumerate(counts) for _ in range(int(c))]
         if not rows:
             return []
-        if self.arpo is not None:
-            parts = self._generate_arpo(groups, counts)
+        if self.branching is not None:
+            parts = self._generate_branching(groups, counts)
         else:
             plain = (
                 self._generate_eepo(groups, counts) if self.eepo is not None else [(rows, self._generate(groups, rows))]
@@ -572,6 +578,8 @@ class GRPOTrainer:
         }
 
     def _shaped_rewards(self, g: Group) -> list[float]:
+        if self.branching is not None:
+            return self.branching.shape(g.rewards, [r.policy_tokens for r in g.responses])
         if self.length_penalty is None:
             return g.rewards
         return self.length_penalty.shape(g.rewards, [len(r.tokens) for r in g.responses])
@@ -626,8 +634,8 @@ class GRPOTrainer:
         lengths: list[int] = []
         for g in groups:
             adv = self._advantages(g)
-            if self.arpo is not None:
-                self._arpo_rows(g, adv, rows, responses, lengths)
+            if self.branching is not None:
+                self._branching_rows(g, adv, rows, responses, lengths)
                 continue
             for r, a in zip(g.responses, adv, strict=True):
                 # Tokens a tool inserted are not the model's choice: they count neither here nor in the loss.
@@ -714,10 +722,10 @@ class GRPOTrainer:
         )
         return metrics
 
-    def _arpo_rows(
+    def _branching_rows(
         self, g: Group, adv: Sequence[float], rows: list[_Row], responses: list[Response], lengths: list[int]
     ) -> None:
-        """ARPO's learning rows of ``g``: per-token advantages over shared prefixes, a shared token counted once."""
+        """Branching rollout's learning rows of ``g``: per-token advantages over shared prefixes, counted once."""
         families = [r.family if r.family is not None else -1 - j for j, r in enumerate(g.responses)]
         token_adv, owned = prefix_advantages([r.tokens for r in g.responses], adv, families)
         for r, a, own in zip(g.responses, token_adv, owned, strict=True):
@@ -837,7 +845,7 @@ class GRPOTrainer:
             "clip_controller": self._controller_state(self.clip_controller),
             "token_controller": self._controller_state(self.token_controller),
             "eepo": self._controller_state(self.eepo),
-            "arpo": self._controller_state(self.arpo),
+            "branching": self._controller_state(self.branching),
         }
 
     @staticmethod
@@ -874,7 +882,14 @@ class GRPOTrainer:
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])
         self.allocator.load_state_dict(state["allocator"])
-        for name in ("temperature_controller", "length_penalty", "clip_controller", "token_controller", "eepo", "arpo"):
+        for name in (
+            "temperature_controller",
+            "length_penalty",
+            "clip_controller",
+            "token_controller",
+            "eepo",
+            "branching",
+        ):
             controller = getattr(self, name)
             if controller is not None and state.get(name) is not None:
                 controller.load_state_dict(state[name])

@@ -35,7 +35,7 @@ from tqdm import tqdm
 from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
 from envs.reasoning.tooluse import CALC_FAMILY, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
-from meta.rlvr.arpo import ARPO
+from meta.rlvr.arpo import BranchingRollout
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
@@ -66,7 +66,7 @@ class GRPORunConfig:
         allocator: Allocator spec for :func:`meta.rlvr.allocators.make_allocator`, e.g. ``uniform:8``, ``ar3po:2,4``.
         token_controller: Token-level controller spec for :func:`meta.rlvr.token_controllers.make_token_controller`,
             ``hapo:0.2,1`` (HAPO), ``eepo:0.001`` (EEPO's two-stage rollout) or ``arpo:0.5,1`` (ARPO's branches
-            after tool results; the ``calc`` family only); empty for none (the default).
+            after tool results; the ``calc`` family only) or ``ehpo:1,0.1`` (EHPO); empty for none (the default).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -131,7 +131,7 @@ def _on_device(cfg: GRPORunConfig, device: str | None) -> GRPORunConfig:
 
 def _check_arpo(cfg: GRPORunConfig, token: object) -> None:
     """ARPO branches where a tool result ends: refuse it on families without the calculator."""
-    if isinstance(token, ARPO) and list(cfg.families) != [CALC_FAMILY]:
+    if isinstance(token, BranchingRollout) and token.needs_tool and list(cfg.families) != [CALC_FAMILY]:
         raise ValueError(f"ARPO branches after tool results: it needs families [{CALC_FAMILY}], got {cfg.families}")
 
 
@@ -189,7 +189,7 @@ class GRPORun:
             reward_fn=verify_calc if calc else verify,
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
-            arpo=token if isinstance(token, ARPO) else None,
+            branching=token if isinstance(token, BranchingRollout) else None,
             tool=CalculatorTool(vocab) if calc else None,
         )
         self.evals: list[dict[str, float]] = []

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from tiny_grpo import resumed_alongside, tiny_calc_sft, tiny_grpo_trainer
+from tiny_grpo import EchoTool, resumed_alongside, tiny_calc_sft, tiny_grpo_trainer
 
 from envs.reasoning import Task
 from meta.rlvr import Uniform
@@ -18,19 +17,8 @@ from meta.rlvr.token_controllers import make_token_controller
 from meta.rlvr.vocab import CharVocab
 
 
-class EchoTool:
-    """A tool that answers every ``1`` the model samples with a ``7``: frequent calls from an untrained model."""
-
-    def __init__(self, vocab: CharVocab) -> None:
-        self.trigger = vocab.index["1"]
-        self.answer = vocab.index["7"]
-
-    def respond(self, completion: Sequence[int]) -> list[int]:
-        return [self.answer]
-
-
 def _trainer(arpo: ARPO | None = None, group_size: int = 6, **kwargs: object) -> GRPOTrainer:
-    return tiny_grpo_trainer(group_size, tool=EchoTool(CharVocab()), arpo=arpo, **kwargs)
+    return tiny_grpo_trainer(group_size, tool=EchoTool(CharVocab()), branching=arpo, **kwargs)
 
 
 def test_branch_probability_hand_cases() -> None:
@@ -72,7 +60,9 @@ def test_shared_prefix_counts_once_in_the_loss() -> None:
     vocab = CharVocab()
     task = Task("1+2=", "3", "add", 1)
     cfg = GRPOConfig(prompts_per_step=1, advantage="dr_grpo", loss="dapo", minibatches=1)
-    trainer = GRPOTrainer(tiny_grpo_trainer(2).model, vocab, [task], Uniform(2), cfg, tool=EchoTool(vocab), arpo=ARPO())
+    trainer = GRPOTrainer(
+        tiny_grpo_trainer(2).model, vocab, [task], Uniform(2), cfg, tool=EchoTool(vocab), branching=ARPO()
+    )
     group = Group(task, vocab.encode(task.prompt, bos=True))
     ids = vocab.encode("12345")
     group.responses = [
@@ -109,15 +99,15 @@ def test_trainer_with_arpo_resumes_exactly() -> None:
         return _trainer(ARPO(alpha=0.5, beta=1.0, k=2, branches=2))
 
     full, resumed = resumed_alongside(make)
-    assert full.arpo is not None and resumed.arpo is not None
-    assert full.arpo.state_dict() == resumed.arpo.state_dict()
-    assert full.arpo.points > 0
+    assert full.branching is not None and resumed.branching is not None
+    assert full.branching.state_dict() == resumed.branching.state_dict()
+    assert full.branching.points > 0
     assert full.costs.as_dict() == resumed.costs.as_dict()
 
 
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="needs a tool"):
-        tiny_grpo_trainer(4, arpo=ARPO())
+        tiny_grpo_trainer(4, branching=ARPO())
     with pytest.raises(ValueError, match="ARPO"):
         _trainer(ARPO(), eepo=EEPO())
     with pytest.raises(ValueError, match="k >= 1"):
@@ -154,7 +144,7 @@ def test_arpo_run_checkpoints_its_state(tmp_path: Path) -> None:
     run.learn()
     assert run.run_dir is not None and "arpo" in run.run_dir.name
     resumed = GRPORun.resume(run.run_dir).trainer
-    assert resumed.arpo is not None and run.trainer.arpo is not None
-    assert resumed.arpo.state_dict() == run.trainer.arpo.state_dict()
+    assert resumed.branching is not None and run.trainer.branching is not None
+    assert resumed.branching.state_dict() == run.trainer.branching.state_dict()
     with pytest.raises(ValueError, match="ARPO branches after tool results"):
         GRPORun.start(GRPORunConfig(sft_checkpoint=str(tmp_path / "sft.pt"), token_controller="arpo"), root=tmp_path)

@@ -63,7 +63,7 @@ def test_quick_bench_contract(tmp_path: Path) -> None:
     assert (tmp_path / "bench" / "sft.pt").is_file()  # the missing checkpoint was trained first
 
 
-@pytest.mark.parametrize("spec", ["hapo:0.2,1", "eepo:0.01"])
+@pytest.mark.parametrize("spec", ["hapo:0.2,1", "eepo:0.01", "ehpo:1,0.1"])
 def test_train_with_a_token_controller_checkpoints_its_state(tmp_path: Path, spec: str) -> None:
     from meta.rlvr.run import GRPORun
 
@@ -80,6 +80,9 @@ def test_train_with_a_token_controller_checkpoints_its_state(tmp_path: Path, spe
     if spec.startswith("hapo"):
         assert trainer.token_controller is not None and trainer.token_controller.updates == 2
         assert trainer.eepo is None
+    elif spec.startswith("ehpo"):  # no ';' in the arithmetic alphabet: no units to branch at, all budget whole
+        assert trainer.branching is not None and trainer.branching.supplemented > 0
+        assert trainer.branching.branch_responses == 0 and trainer.eepo is None
     else:
         assert trainer.eepo is not None and trainer.eepo.decisions == 2  # one stage per step (uniform)
         assert trainer.token_controller is None
