@@ -43,10 +43,12 @@ import numpy as np
 import torch
 
 from envs.reasoning import Task, verify
+from envs.reasoning.tooluse import CALL_CLOSE
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.arpo import BranchingRollout, prefix_advantages
 from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.eepo import EEPO, perturbed
+from meta.rlvr.ehpo import response_mode
 from meta.rlvr.hapo import HAPO, token_group_advantages
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
@@ -175,6 +177,28 @@ class Group:
     @property
     def rewards(self) -> list[float]:
         return [r.reward for r in self.responses]
+
+
+def response_measures(texts: Sequence[str], policy_tokens: Sequence[int]) -> dict[str, float]:
+    """Per-answer means of a batch of decoded completions: the issue-21 measures of the step log and evaluations.
+
+    Args:
+        texts: Decoded completions (tool results included, as the sampler left them).
+        policy_tokens: Tokens the model sampled in each (tool insertions left out, EOS counted).
+
+    Returns:
+        ``{"tool_calls": calculator calls (``</calc>``) per answer, "answer_length": sampled tokens per answer,
+        "slow_share": share of slow-mode answers (:func:`meta.rlvr.ehpo.response_mode`)}``; zeros for no answers.
+    """
+    if len(texts) != len(policy_tokens):
+        raise ValueError(f"need one length per text, got {len(texts)} and {len(policy_tokens)}")
+    if not texts:
+        return {"tool_calls": 0.0, "answer_length": 0.0, "slow_share": 0.0}
+    return {
+        "tool_calls": float(np.mean([t.count(CALL_CLOSE) for t in texts])),
+        "answer_length": float(np.mean(policy_tokens)),
+        "slow_share": float(np.mean([response_mode(t) == "slow" for t in texts])),
+    }
 
 
 def group_advantages(rewards: Sequence[float], kind: str, eps: float = 1e-6) -> list[float]:
@@ -531,7 +555,8 @@ class GRPOTrainer:
         share of them. Besides the rollout metrics, ``loss`` is the mean loss over the step's optimizer steps,
         ``optimizer_steps`` their number, ``clip_fraction`` the share of learning tokens whose gradient the clip
         removed (ratio beyond the bound on the side its advantage pushes), ``ratio_min`` / ``ratio_max`` the extreme
-        ratios seen, and ``clip_low`` / ``clip_high`` the ratio bounds of the last optimizer step.
+        ratios seen, and ``clip_low`` / ``clip_high`` the ratio bounds of the last optimizer step. ``tool_calls``,
+        ``answer_length`` and ``slow_share`` are :func:`response_measures` of the step's generated responses.
         """
         before = self.costs.as_dict()
         groups, entropies = self._rollout(self._draw(self.cfg.prompts_per_step))
@@ -562,11 +587,16 @@ class GRPOTrainer:
         if self.temperature_controller is not None and entropies:
             self.temperature = self.temperature_controller.decide({"entropy": mean_entropy})
         self.num_steps += 1
-        rewards = [r.reward for g in groups for r in g.responses if not r.reused]
+        generated = [r for g in groups for r in g.responses if not r.reused]
+        rewards = [r.reward for r in generated]
+        measures = response_measures(
+            [self.vocab.decode(r.tokens) for r in generated], [r.policy_tokens for r in generated]
+        )
         return {
             "step": self.num_steps,
             **update,
             "reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+            **measures,
             "groups_generated": generated_groups,
             "groups_mixed": mixed_groups,
             "groups_kept": len(kept),
@@ -799,9 +829,23 @@ class GRPOTrainer:
     # --- evaluation ----------------------------------------------------------------------------------------------
     def evaluate(self, tasks: Sequence[Task], batch_size: int = 256) -> float:
         """Greedy-decoding accuracy on ``tasks`` (held-out set), in [0, 1] for the default 0/1 verifier."""
+        return self.evaluate_details(tasks, batch_size)["accuracy"]
+
+    def evaluate_details(self, tasks: Sequence[Task], batch_size: int = 256) -> dict[str, float]:
+        """Greedy decoding on ``tasks``: accuracy plus the answers' :func:`response_measures` and ``entropy``, the
+        mean next-token entropy (nats, temperature 1) of the policy along its greedy answers (tool insertions left
+        out). Deterministic, and defined before any training step, so it tracks entropy collapse over training."""
         if not tasks:
-            return math.nan
-        correct = 0.0
+            return {
+                "accuracy": math.nan,
+                "tool_calls": math.nan,
+                "answer_length": math.nan,
+                "slow_share": math.nan,
+                "entropy": math.nan,
+            }
+        correct, entropy_sum = 0.0, 0.0
+        texts: list[str] = []
+        lengths: list[int] = []
         for start in range(0, len(tasks), batch_size):
             chunk = tasks[start : start + batch_size]
             out = sample(
@@ -814,8 +858,19 @@ class GRPOTrainer:
                 suppress=self.suppress,
                 tool=self.tool,
             )
-            correct += sum(self.reward_fn(t, self.vocab.decode(c)) for t, c in zip(chunk, out.completions, strict=True))
-        return correct / len(tasks)
+            chunk_texts = [self.vocab.decode(c) for c in out.completions]
+            correct += sum(self.reward_fn(t, c) for t, c in zip(chunk, chunk_texts, strict=True))
+            chunk_lengths = [
+                len(c) - sum(f) for c, f in zip(out.completions, out.inserted or [[]] * len(chunk), strict=True)
+            ]
+            entropy_sum += out.mean_entropy * sum(chunk_lengths)
+            texts += chunk_texts
+            lengths += chunk_lengths
+        return {
+            "accuracy": correct / len(tasks),
+            **response_measures(texts, lengths),
+            "entropy": entropy_sum / max(sum(lengths), 1),
+        }
 
     # --- state ---------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

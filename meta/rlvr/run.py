@@ -4,7 +4,12 @@ A run lives in ``runs/rlvr-<allocator>__<seed>__<time>/`` (:func:`rolloutlab.run
 
 * ``config.yaml`` — the resolved :class:`GRPORunConfig` (the trainer's :class:`~meta.rlvr.grpo.GRPOConfig` nested);
 * ``progress.csv`` and TensorBoard events — an SB3 logger, one row per GRPO step (``rollout/``, ``train/``,
-  ``eval/``, ``meta/`` and ``time/`` keys); a resumed session keeps the earlier file as ``progress.N.csv``;
+  ``eval/``, ``meta/`` and ``time/`` keys); a resumed session keeps the earlier file as ``progress.N.csv``. Issue
+  21's measures are in every row (``rollout/tool_calls``, ``rollout/answer_length``, ``rollout/slow_share``,
+  ``rollout/entropy``, ``rollout/completion_tokens``: the step's generated responses and the cumulative tokens) and
+  every evaluation (``eval/accuracy``, ``eval/tool_calls``, ``eval/answer_length``, ``eval/slow_share``,
+  ``eval/entropy``: greedy answers on the held-out set, :meth:`~meta.rlvr.grpo.GRPOTrainer.evaluate_details`; also
+  in ``result.json``'s ``evals``);
 * ``checkpoint.pt`` — written atomically every ``checkpoint_every`` steps and at the end
   (:func:`rolloutlab.checkpoint.save_checkpoint`, kind :data:`CHECKPOINT_KIND`, loaded with ``weights_only``): the
   trainer's :meth:`~meta.rlvr.grpo.GRPOTrainer.state_dict` (model and optimizer ``state_dict``s, reference model,
@@ -324,15 +329,17 @@ class GRPORun:
 
     def _evaluate(self, logger: Logger | None) -> dict[str, float]:
         costs = self.trainer.costs
+        details = self.trainer.evaluate_details(self.held_out)
         point = {
             "step": self.trainer.num_steps,
-            "accuracy": self.trainer.evaluate(self.held_out),
+            **details,
             "completion_tokens": costs.completion_tokens,
             "responses": costs.responses,
         }
         self.evals.append(point)
         if logger is not None:
-            logger.record("eval/accuracy", point["accuracy"])
+            for key, value in details.items():
+                logger.record(f"eval/{key}", value)
         if point["step"] == 0:
             self._say(f"step 0: held-out accuracy {point['accuracy']:.3f}")
         return point
@@ -346,7 +353,17 @@ class GRPORun:
 
     def _record(self, logger: Logger, metrics: Mapping[str, Any]) -> None:
         """SB3 namespaces: what the rollout cost and saw, what the update did, what the controllers decided."""
-        for key in ("reward_mean", "entropy", "groups_generated", "groups_mixed", "groups_kept", "refill_rounds"):
+        for key in (
+            "reward_mean",
+            "entropy",
+            "tool_calls",
+            "answer_length",
+            "slow_share",
+            "groups_generated",
+            "groups_mixed",
+            "groups_kept",
+            "refill_rounds",
+        ):
             logger.record(f"rollout/{key}", metrics[key])
         for key, value in metrics.items():
             if key.startswith("cost/"):

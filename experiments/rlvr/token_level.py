@@ -1,0 +1,116 @@
+"""RLVR token-level benchmark (issue 21): where inside the response to spend samples — HAPO, EEPO, ARPO, EHPO
+against uniform GRPO G=8 on the calc tool-use family.
+
+Run from the repository root (one thread, low priority, resumable):
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/rlvr/token_level.py
+
+Every arm starts from the same calc SFT checkpoint (trained first from ``presets/calc_sft.yaml`` if missing), takes
+its settings from ``presets/calc_grpo.yaml`` (prompt pool, held-out set, optimizer, G=8 per prompt) and trains until
+the same number of generated completion tokens; only the ``--token-controller`` differs. Each finished (arm, seed) run
+is written to ``results/token_level_partial/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
+stopped. At the end the script writes ``results/token_level.json`` (``methods.<name>.{tokens_ratio, accuracy_delta,
+tool_calls_ratio, length_ratio, headline_met}`` with paired seed-bootstrap intervals) and ``results/token_level.md``,
+and prints the table. The logic (arms, runs, summary, headlines, table) is :mod:`meta.rlvr.benchmark`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import tyro
+
+from meta.rlvr.benchmark import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
+from meta.rlvr.run import load_run_config
+from meta.rlvr.sft import SFTConfig, train_sft
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.config import load_yaml
+from rolloutlab.threads import set_torch_threads
+
+PRESETS = Path(__file__).parent / "presets"
+
+
+@dataclass
+class Args:
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
+    arms: list[str] = field(default_factory=lambda: list(TOKEN_ARMS))
+    """Arms to run (names from meta.rlvr.benchmark.TOKEN_ARMS; uniform_g8 is the baseline and must be among them)."""
+    preset: str = str(PRESETS / "calc_grpo.yaml")
+    """GRPORunConfig preset every arm starts from (allocator, controller and seed are set per arm)."""
+    checkpoint: str = "runs/rlvr/calc_sft.pt"
+    """SFT checkpoint every arm starts from; trained from `sft_preset` with `sft_steps` if missing."""
+    sft_preset: str = str(PRESETS / "calc_sft.yaml")
+    """SFTConfig preset of the warm start."""
+    sft_steps: int = 1500
+    """Warm-start steps if the checkpoint has to be trained."""
+    tokens_budget: int = 1_000_000
+    """Generated completion tokens per run (every arm stops at the first step that reaches it)."""
+    max_steps: int = 600
+    """Step cap per run, in case an arm generates far fewer tokens per step."""
+    eval_every: int = 10
+    """Held-out evaluation period in steps (also at step 0 and the end)."""
+    prompts_per_step: int = 16
+    """Prompts (groups of 8) per step."""
+    pool_size: int = 256
+    """Training prompts."""
+    held_out_size: int = 300
+    """Held-out prompts (greedy accuracy, tool calls, answer length, entropy)."""
+    out: str = "experiments/rlvr/results"
+    """Results folder (token_level.json, token_level.md, token_level_partial/)."""
+
+
+def parse_args() -> Args:
+    """Every ``Args`` field as a ``--flag`` (tyro; the field docstrings are the help text)."""
+    return tyro.cli(Args, description=__doc__)
+
+
+def main(args: Args) -> dict:
+    set_torch_threads()
+    out = Path(args.out)
+    partial = out / "token_level_partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    if not Path(args.checkpoint).is_file():
+        sft = load_yaml(SFTConfig, args.sft_preset, {"steps": args.sft_steps})
+        train_sft(sft, out_path=Path(args.checkpoint))
+    base = load_run_config(
+        args.preset,
+        {
+            "sft_checkpoint": args.checkpoint,
+            "eval_every": args.eval_every,
+            "pool_size": args.pool_size,
+            "held_out_size": args.held_out_size,
+            "grpo": {"prompts_per_step": args.prompts_per_step},
+        },
+    )
+    start = time.perf_counter()
+    runs = []
+    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
+    for seed in args.seeds:
+        for arm in args.arms:
+            path = partial / f"{arm}__{seed}.json"
+            if path.is_file():
+                runs.append(json.loads(path.read_text()))
+                continue
+            run = run_token_arm(arm, seed, base, args.tokens_budget, args.max_steps, log=print)
+            run["args"] = asdict(args)
+            atomic_write_json(path, run)
+            runs.append(run)
+            print(
+                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: {run['steps']} steps, {run['seconds']:.0f}s"
+            )
+    summary = token_level_summary(runs, args.seeds, args.arms)
+    summary["args"] = asdict(args)
+    summary["command"] = "OMP_NUM_THREADS=1 nice -n 10 python experiments/rlvr/token_level.py"
+    atomic_write_json(out / "token_level.json", summary)
+    table = token_level_table(summary)
+    (out / "token_level.md").write_text(table)
+    print(table)
+    return summary
+
+
+if __name__ == "__main__":
+    main(parse_args())
