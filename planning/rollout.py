@@ -26,7 +26,7 @@ Nothing here knows about words: a problem is anything that implements :class:`Be
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -178,6 +178,9 @@ class RolloutPolicy(Generic[B, A]):
         extra_bases: More base policies for the cost-to-go only (contenders still come from ``base``): each child
             belief is valued by the best of all bases there, Bertsekas's "superheuristic" (2020, sec. 2.4.1), which
             keeps the cost-improvement property since following the best base at each child is itself a policy.
+        depth_top_k: Contenders per decision at particular depths, overriding ``top_k`` there (``{1: 100}``: the
+            base policy's 100 best at the second action). A wide look pays most near the root, where one decision
+            sets the cost of many candidates and the beliefs are few.
     """
 
     def __init__(
@@ -189,22 +192,30 @@ class RolloutPolicy(Generic[B, A]):
         base_evaluator: PolicyEvaluator[B, A] | None = None,
         widen_k: int | None = None,
         extra_bases: Sequence[Policy[B, A]] = (),
+        depth_top_k: Mapping[int, int] | None = None,
     ) -> None:
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        if top_k < 1 or any(k < 1 for k in (depth_top_k or {}).values()):
+            raise ValueError(f"top_k and depth_top_k must be >= 1, got {top_k} and {depth_top_k}")
         self.model = model
         self.base = base
         self.top_k = top_k
+        self.depth_top_k = dict(depth_top_k or {})
         self.horizon = horizon
         self.widen_k = widen_k
         self.base_evaluator = PolicyEvaluator(model, base) if base_evaluator is None else base_evaluator
         self.extra_evaluators = [PolicyEvaluator(model, extra) for extra in extra_bases]
-        self.depth_dependent = horizon is not None
+        self.depth_dependent = horizon is not None or bool(self.depth_top_k)
         self._memo: dict[Hashable, A] = {}
 
+    def contenders(self, depth: int) -> int:
+        """Actions considered per decision ``depth`` actions in (``depth_top_k`` there, else ``top_k``)."""
+        return self.depth_top_k.get(depth, self.top_k)
+
     def scores(self, belief: B, depth: int = 0, k: int | None = None) -> list[Scored[A]]:
-        """The base policy's ``k`` (default ``top_k``) best actions with their lookahead costs, in its ranking order."""
-        scored = (self.score(belief, action, depth) for action in self.base.ranked(belief, k or self.top_k, depth))
+        """The base policy's ``k`` (default :meth:`contenders`) best actions with their lookahead costs, in its
+        ranking order."""
+        ranked = self.base.ranked(belief, k or self.contenders(depth), depth)
+        scored = (self.score(belief, action, depth) for action in ranked)
         return [s for s in scored if s is not None]
 
     def score(self, belief: B, action: A, depth: int = 0) -> Scored[A] | None:
@@ -241,7 +252,7 @@ class RolloutPolicy(Generic[B, A]):
             raise RuntimeError("none of the base policy's top actions gains information")
         # min() keeps the first of equals, i.e. the base policy's preference among ties.
         best = min(contenders, key=lambda s: (s.overruns, s.total))
-        if best.overruns > 0 and self.widen_k is not None and self.widen_k > self.top_k:
+        if best.overruns > 0 and self.widen_k is not None and self.widen_k > self.contenders(depth):
             best = min(self.scores(belief, depth, self.widen_k), key=lambda s: (s.overruns, s.total))
         self._memo[key] = best.action
         return best.action

@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from envs.wordle_rules import load_word_lists
-from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig, WordleSolver
+from planning.wordle.solver import (
+    DEFAULT_EXACT_UP_TO,
+    DEFAULT_SECOND_TOP_K,
+    DEFAULT_TOP_K,
+    SolverConfig,
+    WordleSolver,
+)
 from planning.wordle.table import load_pattern_table
 from rolloutlab.bench import BenchLine
 from rolloutlab.checkpoint import atomic_write_json
@@ -50,6 +56,8 @@ def command_for(config: SolverConfig, name: str) -> str:
         f"--top-k {config.top_k}",
         f"--opener {config.opener or 'none'}",
     ]
+    if config.second_top_k:
+        parts.append(f"--second-top-k {config.second_top_k}")
     if config.lists != "original":
         parts.append(f"--lists {config.lists}")
     if not config.candidate_tiebreak:
@@ -236,8 +244,15 @@ def read_optima(path: Path) -> list[tuple[str, int]]:
 
 
 def opener_config(mode: str, opener: str) -> SolverConfig:
-    """The documented configuration of ``mode`` (``DEFAULT_TOP_K``, ``DEFAULT_EXACT_UP_TO``) with ``opener`` first."""
-    return SolverConfig(mode=mode, top_k=DEFAULT_TOP_K[mode], exact_up_to=DEFAULT_EXACT_UP_TO[mode], opener=opener)
+    """The documented configuration of ``mode`` (``DEFAULT_TOP_K``, ``DEFAULT_SECOND_TOP_K``,
+    ``DEFAULT_EXACT_UP_TO``) with ``opener`` first."""
+    return SolverConfig(
+        mode=mode,
+        top_k=DEFAULT_TOP_K[mode],
+        second_top_k=DEFAULT_SECOND_TOP_K[mode],
+        exact_up_to=DEFAULT_EXACT_UP_TO[mode],
+        opener=opener,
+    )
 
 
 def opener_record(mode: str, word: str, optimum: int) -> dict[str, Any]:

@@ -194,6 +194,9 @@ def bench(
     policy: Annotated[str, typer.Option(help="greedy or rollout.")] = "rollout",
     heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
     top_k: Annotated[int, typer.Option(help="Rollout contenders per decision.")] = 10,
+    second_top_k: Annotated[
+        int, typer.Option(help="Rollout contenders at the second guess (0: --top-k; the openers benchmark: 100 easy).")
+    ] = 0,
     opener: Annotated[
         str, typer.Option(help="First guess: a word, auto (rollout over top-k openers) or none.")
     ] = "salet",
@@ -219,6 +222,7 @@ def bench(
         policy=policy,
         heuristic=heuristic,
         top_k=top_k,
+        second_top_k=second_top_k,
         opener=_opener(opener),
         lists=lists,
         guesses=guesses,

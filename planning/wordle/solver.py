@@ -40,11 +40,14 @@ if TYPE_CHECKING:
 #: Alternatives stored per second-move reply in :mod:`planning.wordle.book`.
 BOOK_ALTERNATIVES = 10
 
-#: Per mode, the rollout's k and the base policy's exact-solver size used by ``play`` and ``solve`` when not given:
-#: in hard mode, rollout over GEP with k = 5 and exact play on beliefs of <= 40 answers reaches the optimum 8122
-#: (``experiments/wordle/results/hard_rollout_gep_k5_exact40_salet.json``); easy mode is at its optimum (7920) with
-#: k = 10 and no exact solver.
+#: Per mode, the rollout's k, its k at the second guess and the base policy's exact-solver size used by ``play`` and
+#: ``solve`` when not given: in hard mode, rollout over GEP with k = 5 and exact play on beliefs of <= 40 answers
+#: reaches the optimum 8122 with salet (``experiments/wordle/results/hard_rollout_gep_k5_exact40_salet.json``);
+#: easy mode is at its optimum (7920) with k = 10 and no exact solver. From other openers the second guess decides
+#: most: looking at the heuristic's 100 (easy) or 30 (hard) best there brings most listed openers to Selby's proven
+#: optimum (``experiments/wordle/results/openers.json``).
 DEFAULT_TOP_K: dict[str, int] = {"easy": 10, "hard": 5}
+DEFAULT_SECOND_TOP_K: dict[str, int] = {"easy": 100, "hard": 30}
 DEFAULT_EXACT_UP_TO: dict[str, int] = {"easy": 0, "hard": 40}
 
 
@@ -61,6 +64,8 @@ class SolverConfig:
         policy: ``greedy`` (the heuristic alone) or ``rollout`` (one-step lookahead over its top-k).
         heuristic: ``mig``, ``mrd``, ``gep`` or ``minimax``.
         top_k: Rollout contenders per decision.
+        second_top_k: Rollout contenders at the second guess (the replies to the opener), where a wider look pays
+            most: a few hundred beliefs, each deciding the cost of many answers (0 = ``top_k``).
         opener: First guess: a word, ``auto`` (chosen by rollout among the heuristic's top ``top_k``) or ``None``
             (the policy decides at the root, which costs one full-belief decision).
         lists: ``original``, ``nyt`` or ``ANSWERS_PATH,ALLOWED_PATH``.
@@ -77,6 +82,7 @@ class SolverConfig:
     policy: str = "rollout"
     heuristic: str = "gep"
     top_k: int = 10
+    second_top_k: int = 0
     opener: str | None = "salet"
     lists: str = "original"
     guesses: str = "all"
@@ -95,6 +101,8 @@ class SolverConfig:
             raise ValueError(f"heuristic must be one of {HEURISTICS}, got {self.heuristic!r}")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.second_top_k < 0:
+            raise ValueError(f"second_top_k must be >= 0, got {self.second_top_k}")
         if self.guesses not in ("all", "answers"):
             raise ValueError(f"guesses must be all or answers, got {self.guesses!r}")
         if self.max_guesses < 1:
@@ -178,6 +186,7 @@ class WordleSolver:
                 horizon=config.max_guesses,
                 base_evaluator=self.base_evaluator,
                 widen_k=config.widen_k or None,
+                depth_top_k={1: config.second_top_k} if config.second_top_k else None,
             )
         self.evaluator = PolicyEvaluator(self.model, self.rollout or self.base)
         self.book: SecondMoveBook | None = None

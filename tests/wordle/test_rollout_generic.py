@@ -115,3 +115,20 @@ def test_rollout_of_rollout_is_no_worse() -> None:
     total_once = profile_total(PolicyEvaluator(model, once).profile(root))
     total_twice = profile_total(PolicyEvaluator(model, twice).profile(root))
     assert optimum(30) <= total_twice <= total_once
+
+
+def test_depth_top_k_widens_only_its_depth() -> None:
+    model = GuessNumber()
+    root = tuple(range(15))
+    narrow = RolloutPolicy(model, LinearSearch(), top_k=1)
+    wide = RolloutPolicy(model, LinearSearch(), top_k=1, depth_top_k={1: 14})
+    assert wide.depth_dependent and (wide.contenders(0), wide.contenders(1), wide.contenders(2)) == (1, 14, 1)
+    child = root[1:]  # the first guess is 0 either way (one contender at depth 0): 14 numbers left above it
+    assert wide.act(root, 0) == narrow.act(root, 0) == 0
+    assert len(wide.scores(child, 1)) == 14 and len(wide.scores(child, 2)) == 1
+    # Linear search after every second guess q over 1..14 costs sum_i i over both sides; the best q splits evenly.
+    assert wide.act(child, 1) in (7, 8) and narrow.act(child, 1) == 1
+    total_wide = profile_total(PolicyEvaluator(model, wide).profile(root))
+    assert total_wide < profile_total(PolicyEvaluator(model, narrow).profile(root))
+    with pytest.raises(ValueError, match="depth_top_k"):
+        RolloutPolicy(model, LinearSearch(), top_k=1, depth_top_k={1: 0})
