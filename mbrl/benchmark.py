@@ -226,15 +226,44 @@ def mbpo_config(settings: ArmSettings, arm: str, seed: int) -> MBPOConfig:
     )
 
 
-def run_arm(arm: str, settings: ArmSettings, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ArmStorage:
+    """Where an MBPO arm run keeps its state while it runs, so that a run of hours survives a kill and a new machine.
+
+    Attributes:
+        work_dir: Parent of the runs' folders (``<arm, %-quoted>__<seed>/``, ignored by git): logs, the whole-run
+            checkpoint every ``checkpoint_every`` env steps, and the run's accumulated wall seconds. A run whose
+            folder holds a checkpoint continues from it exactly (same machine and thread count).
+        carry_dir: Optional folder (meant to be committed) where each checkpoint is also written without the model
+            buffer (:func:`save_carry`, a few MB instead of tens). A run with no local checkpoint but a carry file
+            continues from that, refilling the model buffer from the restored model (not bit-identical; the record's
+            ``resumed`` says so).
+        checkpoint_every: Env steps between checkpoints.
+    """
+
+    work_dir: Path
+    carry_dir: Path | None = None
+    checkpoint_every: int = 1_000
+
+
+def run_arm(arm: str, settings: ArmSettings, seed: int, storage: ArmStorage | None = None) -> dict[str, Any]:
     """Run one arm for one seed.
+
+    Args:
+        arm: The arm (:func:`parse_arm`).
+        settings: The shared settings.
+        seed: The seed.
+        storage: Checkpoint and continue an MBPO arm run (:class:`ArmStorage`); ``None``: the run is not saved while
+            it runs (every run of the threshold benchmarks takes minutes). SAC arm runs are never checkpointed: they
+            take well under a session even on HalfCheetah.
 
     Returns:
         The run record: ``arm``, ``seed``, ``protocol``, ``settings`` (:func:`arm_settings`), ``eval``
         (``[[step, mean_return], ...]``), ``final_step`` and ``final_return`` (the last evaluation), wall
-        ``seconds`` (evaluations included), ``eval_seconds``, ``seconds_per_1k_steps``; for MBPO also
-        ``imagined_transitions``, ``imagined_per_second``, ``rollout_seconds``, ``nan_restores`` and the resolved
-        ``mbpo_config``.
+        ``seconds`` (evaluations included, summed over the sessions of a continued run), ``eval_seconds``,
+        ``seconds_per_1k_steps``; for MBPO also ``imagined_transitions``, ``imagined_per_second``,
+        ``rollout_seconds``, ``nan_restores``, ``resumed`` (``[[env_step, "checkpoint" | "carry"], ...]``) and the
+        resolved ``mbpo_config``.
     """
     from rolloutlab.seeding import seed_everything
 
@@ -242,10 +271,10 @@ def run_arm(arm: str, settings: ArmSettings, seed: int) -> dict[str, Any]:
     seed_everything(seed)
     started = time.perf_counter()
     if is_mbpo(arm):
-        out = _run_mbpo(settings, arm, seed)
+        out = _run_mbpo(settings, arm, seed, storage)
     else:
         out = _run_sac(settings, seed, settings.updates_per_step if arm == SAC_SAME_UTD else 1)
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started + float(out.pop("earlier_seconds", 0.0))
     last = out["eval"][-1] if out["eval"] else [None, None]
     steps_done = int(out.pop("steps_done"))
     return {
@@ -263,15 +292,43 @@ def run_arm(arm: str, settings: ArmSettings, seed: int) -> dict[str, Any]:
     }
 
 
-def _run_mbpo(settings: ArmSettings, arm: str, seed: int) -> dict[str, Any]:
+def run_folder_name(arm: str, seed: int) -> str:
+    """``<arm, %-quoted>__<seed>`` (no ``:`` in file names), the stem of a run's folder and carry file."""
+    return f"{quote(arm, safe='')}__{seed}"
+
+
+def save_carry(path: Path, state: Mapping[str, Any], kind: str, config: Mapping[str, Any]) -> Path:
+    """Atomically write an MBPO checkpoint without its model buffer's data (see :class:`ArmStorage`).
+
+    The epochs of the dropped chunks stay, as ``model_buffer["dropped_epochs"]``, so that the continuation refills
+    one rollout round per dropped chunk (:meth:`~mbrl.algorithms.mbpo.MBPO.refill_model_buffer`).
+    """
+    from rolloutlab.checkpoint import save_checkpoint
+
+    buffer = dict(state["model_buffer"])
+    buffer["dropped_epochs"] = [int(chunk["epoch"]) for chunk in buffer["chunks"]]
+    buffer["chunks"] = []
+    return save_checkpoint(path, {**state, "model_buffer": buffer}, kind=kind, config=config)
+
+
+def _run_mbpo(settings: ArmSettings, arm: str, seed: int, storage: ArmStorage | None = None) -> dict[str, Any]:
     import tempfile
 
+    from mbrl.algorithms.base import CHECKPOINT_NAME
     from mbrl.algorithms.mbpo import MBPO
+    from rolloutlab.checkpoint import load_checkpoint
     from rolloutlab.config import to_dict
+
+    cfg = mbpo_config(settings, arm, seed)
+    if storage is not None:
+        cfg = dataclasses.replace(cfg, checkpoint_every=storage.checkpoint_every)
+    config = to_dict(cfg)
 
     class _ArmMBPO(MBPO):
         # Evaluation time is kept apart so that the cost of learning can be told from the cost of measuring it.
         eval_seconds = 0.0
+        earlier_seconds = 0.0  # wall seconds of the sessions before a continuation
+        session_started = 0.0
 
         def evaluate(self) -> float:
             t0 = time.perf_counter()
@@ -284,13 +341,52 @@ def _run_mbpo(settings: ArmSettings, arm: str, seed: int) -> dict[str, Any]:
             return value
 
         def save(self, path: str | Path | None = None) -> Path:
-            # The run folder is temporary: a checkpoint would be deleted unread, and writing it (the model buffer
-            # holds hundreds of MB on HalfCheetah) would be charged to the arm's wall seconds.
-            return Path(path) if path is not None else self.run_dir / "checkpoint.pt"
+            target = Path(path) if path is not None else self.run_dir / CHECKPOINT_NAME
+            if storage is None:
+                # The run folder is temporary: a checkpoint would be deleted unread, and writing it (the model
+                # buffer holds tens of MB on HalfCheetah) would be charged to the arm's wall seconds.
+                return target
+            state = self.state_dict()
+            state["arm_timing"] = {
+                "seconds": self.earlier_seconds + time.perf_counter() - self.session_started,
+                "eval_seconds": self.eval_seconds,
+            }
+            state["arm_resumed"] = [list(r) for r in resumed]
+            from rolloutlab.checkpoint import save_checkpoint
 
-    cfg = mbpo_config(settings, arm, seed)
+            save_checkpoint(target, state, kind=self.checkpoint_kind, config=config)
+            if storage.carry_dir is not None:
+                save_carry(storage.carry_dir / f"{run_folder_name(arm, seed)}.pt", state, self.checkpoint_kind, config)
+            return target
+
+    def continue_from(path: Path) -> dict[str, Any]:
+        envelope = load_checkpoint(path, kind=MBPO.checkpoint_kind)
+        if envelope["config"] != config:
+            raise ValueError(f"{path} was saved by a run with another MBPOConfig; delete it to start this run afresh")
+        return dict(envelope["state"])
+
+    resumed: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix="mbpo-arm-") as tmp:
-        run = _ArmMBPO(cfg, run_dir=tmp, log_formats=("csv",))
+        run_dir = Path(tmp) if storage is None else storage.work_dir / run_folder_name(arm, seed)
+        local = run_dir / CHECKPOINT_NAME
+        carry = None if storage is None or storage.carry_dir is None else storage.carry_dir / f"{local.parent.name}.pt"
+        state = None
+        if storage is not None and local.exists():
+            state, source = continue_from(local), "checkpoint"
+        elif carry is not None and carry.exists():
+            state, source = continue_from(carry), "carry"
+        run = _ArmMBPO(cfg, run_dir=run_dir, log_formats=("csv",))
+        if state is not None:
+            run.load_state_dict(state)
+            resumed.extend((int(s), str(k)) for s, k in state.get("arm_resumed", []))
+            resumed.append((run.env_steps, source))
+            run.earlier_seconds = float(state["arm_timing"]["seconds"])
+            run.eval_seconds = float(state["arm_timing"]["eval_seconds"])
+            dropped = state["model_buffer"].get("dropped_epochs")
+            if dropped:
+                added = run.refill_model_buffer(dropped)
+                run.logger.log(f"continued from {carry} at env step {run.env_steps}; refilled {added} model samples")
+        run.session_started = time.perf_counter()
         run.learn()
     return {
         "eval": [[s, r] for s, r in run.eval_history],
@@ -299,8 +395,10 @@ def _run_mbpo(settings: ArmSettings, arm: str, seed: int) -> dict[str, Any]:
         "imagined_per_second": run.imagined_total / run.rollout_seconds if run.rollout_seconds > 0 else None,
         "rollout_seconds": run.rollout_seconds,
         "nan_restores": run.nan_restores,
-        "mbpo_config": to_dict(cfg),
+        "mbpo_config": to_dict(mbpo_config(settings, arm, seed)),
+        "resumed": [list(r) for r in resumed],
         "steps_done": run.env_steps,
+        "earlier_seconds": run.earlier_seconds,
     }
 
 
@@ -359,7 +457,7 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
 
 def run_file(partial_dir: Path, arm: str, seed: int) -> Path:
     """Where a finished run is kept: ``<partial_dir>/<arm, %-quoted>__<seed>.json`` (no ``:`` in file names)."""
-    return partial_dir / f"{quote(arm, safe='')}__{seed}.json"
+    return partial_dir / f"{run_folder_name(arm, seed)}.json"
 
 
 def collect_runs(

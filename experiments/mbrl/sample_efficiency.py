@@ -10,11 +10,17 @@ Steps to threshold (10 seeds, evaluation every 100 env steps, 200 warm-up steps)
     OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id Pendulum-v1
     OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id InvertedPendulum-v5
 
-Final return (HalfCheetah; several hours per run on a CPU; the SAC settings are MBPO's):
+Final return (HalfCheetah; several hours per MBPO run on a CPU; the SAC settings are MBPO's):
 
     OMP_NUM_THREADS=1 nice -n 5 python experiments/mbrl/sample_efficiency.py --env-id HalfCheetah-v5 \
         --budget 30000 --seeds 0,1,2 --arms mbpo:fixed:1,sac_same_utd --final-only \
-        --net-arch 256,256 --learning-rate 3e-4 --batch-size 256
+        --net-arch 256,256 --learning-rate 3e-4 --batch-size 256 --checkpoint-every 1000
+
+With ``--checkpoint-every N`` an MBPO run in progress is checkpointed every N env steps under
+``runs/mbrl/arm_runs/<env>[_<tag>]/`` (continued exactly after a kill on the same machine) and, without its model
+buffer, under ``results/in_progress/<env>[_<tag>]/`` (a few MB: commit it, and a new machine continues the run with
+the model buffer refilled from the restored model; the run record's ``resumed`` lists such continuations). A
+finished run's carry file is deleted.
 
 Writes ``results/sample_efficiency_<env>[_<tag>].json`` (the command, resolved args and settings, every run's record
 and the summary entry) and the matching ``.png`` (learning curves, mean ± standard error).
@@ -39,9 +45,12 @@ from mbrl.benchmark import (
     PROTOCOL,
     THRESHOLDS,
     ArmSettings,
+    ArmStorage,
     arm_order,
     collect_runs,
     parse_arms,
+    run_arm,
+    run_folder_name,
     summarize,
 )
 from rolloutlab.checkpoint import atomic_write_json
@@ -95,6 +104,9 @@ class Args:
     """cap on model gradient steps per refit (default: ModelConfig's, no cap)"""
     tag: str = ""
     """suffix for the output file names"""
+    checkpoint_every: int = 0
+    """checkpoint MBPO runs in progress every this many env steps, locally and as a carry file to commit (0: never;
+    runs of the threshold benchmarks take minutes)"""
     full_budget: bool = False
     """run every arm to the budget even after it reached the threshold (default: stop there; the steps to threshold
     are the same, since runs are seeded, and the learning curves end at the threshold)"""
@@ -220,7 +232,21 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
         plot(out.with_suffix(".png"), runs, threshold, f"{args.env_id}, budget {args.budget}")
         return entry
 
+    storage = None
+    if args.checkpoint_every:
+        storage = ArmStorage(
+            work_dir=Path("runs") / "mbrl" / "arm_runs" / name,
+            carry_dir=results / "in_progress" / name,
+            checkpoint_every=args.checkpoint_every,
+        )
+
     def report(record: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+        if storage is not None:
+            # The record is saved: the run's checkpoints are no longer needed (its logs stay in the work folder).
+            stem = run_folder_name(record["arm"], record["seed"])
+            assert storage.carry_dir is not None
+            (storage.carry_dir / f"{stem}.pt").unlink(missing_ok=True)
+            (storage.work_dir / stem / "checkpoint.pt").unlink(missing_ok=True)
         print(
             f"{args.env_id} {record['arm']} seed {record['seed']}: final {record['final_return']:.1f} "
             f"in {record['seconds']:.0f}s",
@@ -228,7 +254,10 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
         )
         write(runs)
 
-    runs = collect_runs(arms, seeds, settings, results / "partial" / name, on_run=report)
+    def run(arm: str, arm_settings: ArmSettings, seed: int) -> dict[str, Any]:
+        return run_arm(arm, arm_settings, seed, storage)
+
+    runs = collect_runs(arms, seeds, settings, results / "partial" / name, run=run, on_run=report)
     entry = write(runs)
     for arm, row in entry["arms"].items():
         steps = f"median steps {row['median_steps']}  never {row['never_reached']}  " if mode == "threshold" else ""

@@ -326,8 +326,14 @@ class MBPO(ModelBasedRun[MBPOConfig]):
             self.decided_epoch = epoch
             budget_fraction = self.env_steps / cfg.total_steps
             self.rollout_length = self.driver.decide(budget_fraction, [self._feedback()], epoch=epoch)[0]
-        truncator = self.driver.truncators[0]
         self.logger.record("meta/rollout_length", self.rollout_length)
+        self._rollout_round(epoch)
+
+    def _rollout_round(self, epoch: int) -> None:
+        """``rollout_batch_size`` imagined rollouts of the current length from real start states, stored in the
+        model buffer under ``epoch``."""
+        cfg = self.cfg
+        truncator = self.driver.truncators[0]
         if self.rollout_length <= 0:
             return
         # Start states without replacement while the buffer holds enough (MBPO samples its pool the same way).
@@ -360,6 +366,23 @@ class MBPO(ModelBasedRun[MBPOConfig]):
         self.logger.record("meta/uncertainty_cut", result.num_uncertainty_cut)
         self.logger.record("model/imagined_transitions", len(result.transitions))
         self.logger.record("model/rollout_seconds", result.seconds)
+
+    def refill_model_buffer(self, epochs: list[int]) -> int:
+        """Refill an emptied model buffer with one rollout round per epoch in ``epochs`` from the current model,
+        policy and rollout length.
+
+        Used when a run continues from a checkpoint saved without its imagined data (the model buffer is derived data,
+        tens of MB on HalfCheetah, that :func:`mbrl.benchmark.save_carry` leaves out so that a checkpoint can be kept
+        between machines). The refilled pool comes from the latest model rather than the models of the rounds it
+        replaces, so such a continuation is not bit-identical to the uninterrupted run.
+
+        Returns:
+            The number of imagined transitions added.
+        """
+        before = len(self.model_buffer)
+        for epoch in epochs:
+            self._rollout_round(int(epoch))
+        return len(self.model_buffer) - before
 
     def evaluate(self) -> float:
         """Mean return of the deterministic policy over ``eval_episodes`` episodes with fixed seeds."""

@@ -18,6 +18,7 @@ from mbrl.algorithms.mbpo import MBPOConfig
 from mbrl.benchmark import (
     PROTOCOL,
     ArmSettings,
+    ArmStorage,
     arm_settings,
     bootstrap_ratio,
     build_summary,
@@ -456,3 +457,83 @@ def test_a_run_stops_at_the_threshold_with_the_full_runs_first_evaluations(arm: 
     assert stopped["steps_done"] == whole["eval"][first][0]
     # The stop is not part of the settings a kept run is matched on.
     assert stopped["settings"] == whole["settings"]
+
+
+def _killable_settings() -> ArmSettings:
+    return ArmSettings(
+        env_id="rolloutlab/PointMass-v0",
+        budget=400,
+        eval_every=100,
+        eval_episodes=2,
+        initial_random_steps=100,
+        updates_per_step=2,
+        mbpo={"model": {"max_train_steps": 20}, "rollout_batch_size": 50, "model_train_freq": 100, "epoch_length": 100},
+    )
+
+
+def _kill_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Make the next MBPO run die at its evaluation of env step ``step`` (after the checkpoint before it)."""
+    from mbrl.algorithms.mbpo import MBPO
+
+    evaluate = MBPO.evaluate
+
+    def dying(self: MBPO) -> float:
+        if self.env_steps == step:
+            raise KeyboardInterrupt("killed")
+        return evaluate(self)
+
+    monkeypatch.setattr(MBPO, "evaluate", dying)
+
+
+def test_mbpo_arm_killed_mid_run_continues_exactly_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _killable_settings()
+    whole = run_arm("mbpo:fixed:1", settings, 0)
+    storage = ArmStorage(work_dir=tmp_path / "work", carry_dir=tmp_path / "carry", checkpoint_every=200)
+    with monkeypatch.context() as patch:
+        _kill_at(patch, 300)
+        with pytest.raises(KeyboardInterrupt):
+            run_arm("mbpo:fixed:1", settings, 0, storage)
+    assert (tmp_path / "work" / "mbpo%3Afixed%3A1__0" / "checkpoint.pt").exists()
+    again = run_arm("mbpo:fixed:1", settings, 0, storage)
+    assert again["eval"] == whole["eval"] and again["resumed"] == [[200, "checkpoint"]]
+    assert again["imagined_transitions"] == whole["imagined_transitions"]
+    # Wall seconds add the killed session's, up to its last checkpoint.
+    assert again["seconds"] > 0 and again["mbpo_config"] == whole["mbpo_config"]
+
+
+def test_mbpo_arm_continues_on_a_new_machine_from_its_carry_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rolloutlab.checkpoint import load_checkpoint
+
+    settings = _killable_settings()
+    storage = ArmStorage(work_dir=tmp_path / "work", carry_dir=tmp_path / "carry", checkpoint_every=200)
+    with monkeypatch.context() as patch:
+        _kill_at(patch, 300)
+        with pytest.raises(KeyboardInterrupt):
+            run_arm("mbpo:fixed:1", settings, 0, storage)
+    carry = tmp_path / "carry" / "mbpo%3Afixed%3A1__0.pt"
+    saved = load_checkpoint(carry)["state"]
+    # The carry file holds no imagined data, only which epochs it had: the checkpoint after env step 200 comes before
+    # that step's round, so only the round of step 100 (epoch 1 of 100 steps) is in the pool.
+    assert saved["model_buffer"]["chunks"] == [] and saved["model_buffer"]["dropped_epochs"] == [1]
+    assert saved["counters"]["env_steps"] == 200
+    shutil.rmtree(tmp_path / "work")  # a new machine: only the committed carry file is there
+    again = run_arm("mbpo:fixed:1", settings, 0, storage)
+    assert again["resumed"] == [[200, "carry"]] and again["steps_done"] == 400
+    assert [s for s, _ in again["eval"]] == [100, 200, 300, 400]
+    # Rounds of 50 one-step rollouts at steps 100, 200 and 300, plus one refill round for the dropped chunk.
+    assert again["imagined_transitions"] == 50 * (3 + 1)
+
+
+def test_mbpo_arm_refuses_a_checkpoint_of_other_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _killable_settings()
+    storage = ArmStorage(work_dir=tmp_path / "work", checkpoint_every=200)
+    with monkeypatch.context() as patch:
+        _kill_at(patch, 300)
+        with pytest.raises(KeyboardInterrupt):
+            run_arm("mbpo:fixed:1", settings, 0, storage)
+    with pytest.raises(ValueError, match="another MBPOConfig"):
+        run_arm("mbpo:fixed:1", dataclasses.replace(settings, learning_rate=3e-4), 0, storage)
