@@ -51,6 +51,13 @@ def train(
             "only) or ehpo:1,0.1 (EHPO); default none."
         ),
     ] = None,
+    guidance: Annotated[
+        str | None,
+        typer.Option(
+            help="Guidance controller spec: guide:0.5 (Guide), seele:2 (SEELE) or hbpo:0.05,4,6,8,10 (HBPO, scratch "
+            "family); default none."
+        ),
+    ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
     prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,
     lr: Annotated[
@@ -93,6 +100,7 @@ def train(
             "--checkpoint": checkpoint,
             "--allocator": allocator,
             "--token-controller": token_controller,
+            "--guidance": guidance,
             "--steps": steps,
             "--prompts-per-step": prompts_per_step,
             "--lr": lr,
@@ -122,6 +130,7 @@ def train(
             "sft_checkpoint": None if checkpoint is None else str(checkpoint),
             "allocator": allocator,
             "token_controller": token_controller,
+            "guidance": guidance,
             "steps": steps,
             "eval_every": eval_every,
             "checkpoint_every": checkpoint_every,
@@ -146,7 +155,7 @@ def train(
         except DeviceError as exc:  # a preset's device that this machine lacks
             raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--allocator/--token-controller/--config") from exc
+            raise typer.BadParameter(str(exc), param_hint="--allocator/--token-controller/--guidance/--config") from exc
         typer.echo(f"run directory {run.run_dir}")
     run.learn()
     final = run.evals[-1]["accuracy"] if run.evals else float("nan")

@@ -49,6 +49,7 @@ from meta.rlvr.arpo import BranchingRollout, prefix_advantages
 from meta.rlvr.clipping import BalancedClip
 from meta.rlvr.eepo import EEPO, perturbed
 from meta.rlvr.ehpo import response_mode
+from meta.rlvr.guidance import Guidance
 from meta.rlvr.hapo import HAPO, token_group_advantages
 from meta.rlvr.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.reuse import ResponseBuffer
@@ -159,6 +160,9 @@ class Response:
     entropies: list[float] | None = None  # per token at the base temperature, idem (and with ARPO)
     family: int | None = None  # ARPO: id of the initial response this one shares a prefix with (its own if none)
     shared: int = 0  # ARPO: leading tokens copied from that response, not generated again
+    context: list[int] | None = None  # guidance: the prompt ids it is trained under (a hint or budget); None: group's
+    forced: int = 0  # guidance (Guide): leading tokens the sampler was given, not drawn (behaviour probability 1)
+    condition: int | None = None  # guidance: what it was sampled under (hint characters, token budget)
 
     @property
     def policy_tokens(self) -> int:
@@ -307,6 +311,11 @@ class GRPOTrainer:
             prefixes trained once with the mean advantage of their branches; the controller may shape the rewards
             (EHPO's difficulty-aware length penalty). Not combined with ``token_controller``, ``eepo`` or
             ``length_penalty``.
+        guidance: Optional guidance controller (:mod:`meta.rlvr.guidance`: Guide, SEELE, HBPO): it runs the step's
+            rollout through :meth:`generate_for` and :meth:`add_response` (hinted or budgeted contexts, each
+            response trained under its own context; Guide's hint tokens with behaviour probability 1) and may set
+            the group advantages. Not combined with a tool, response reuse, ``token_controller``, ``eepo`` or
+            ``branching``. Without it (the default) nothing here changes.
     """
 
     def __init__(
@@ -325,6 +334,7 @@ class GRPOTrainer:
         token_controller: HAPO | None = None,
         eepo: EEPO | None = None,
         branching: BranchingRollout | None = None,
+        guidance: Guidance | None = None,
     ) -> None:
         if not tasks:
             raise ValueError("the task pool is empty")
@@ -344,6 +354,18 @@ class GRPOTrainer:
         if branching is not None and tool is None and branching.needs_tool:
             raise ValueError(f"{type(branching).__name__} branches after tool results: needs a tool (the calc family)")
         self.branching = branching
+        if guidance is not None and (
+            tool is not None
+            or token_controller is not None
+            or eepo is not None
+            or branching is not None
+            or getattr(allocator, "reuse", False)
+        ):
+            raise ValueError(
+                "a guidance controller is not combined with a tool, reuse, HAPO, EEPO or a branching rollout"
+            )
+        self.guidance = guidance
+        self._entropy_sink: list[float] = []
         self.cfg = config or GRPOConfig()
         self.loss_kind = self.cfg.loss_kind
         self.device = resolve_device(self.cfg.device)
@@ -515,6 +537,50 @@ class GRPOTrainer:
             entropies += [out.mean_entropy] * len(part_rows)
         return entropies
 
+    # --- guidance interface (meta.rlvr.guidance.GuidedTrainer) -----------------------------------------------------
+    def reward(self, task: Task, text: str) -> float:
+        """The verifier's reward of a completion text (``reward_fn``)."""
+        return float(self.reward_fn(task, text))
+
+    def generate_for(self, contexts: Sequence[list[int]]) -> list[list[int]]:
+        """One sampled completion per context (prompt ids with a hint or a budget), for a guidance controller.
+
+        Counted in the ledger like a stage: the responses, their tokens, and each distinct context's tokens once
+        (a prefix-caching server reads a repeated context once).
+        """
+        if not contexts:
+            return []
+        out = sample(
+            self.model,
+            contexts,
+            max_new_tokens=self.cfg.max_new_tokens,
+            eos_id=self.vocab.eos_id,
+            pad_id=self.vocab.pad_id,
+            temperature=self.temperature,
+            generator=self.generator,
+            suppress=self.suppress,
+        )
+        self.costs.responses += len(contexts)
+        self.costs.completion_tokens += sum(len(c) for c in out.completions)
+        self.costs.prompt_tokens += sum(len(c) for c in {tuple(c) for c in contexts})
+        self._entropy_sink += [out.mean_entropy] * len(contexts)
+        return out.completions
+
+    @staticmethod
+    def add_response(
+        group: Group,
+        tokens: list[int],
+        reward: float,
+        *,
+        context: list[int] | None = None,
+        forced: int = 0,
+        condition: int | None = None,
+    ) -> None:
+        """Append a scored response to ``group`` (see :class:`Response` for ``context``, ``forced``, ``condition``)."""
+        if not 0 <= forced <= len(tokens):
+            raise ValueError(f"forced must be in 0..{len(tokens)}, got {forced}")
+        group.responses.append(Response(tokens, reward, context=context, forced=forced, condition=condition))
+
     def _rollout(self, tasks: Sequence[Task]) -> tuple[list[Group], list[float]]:
         """Run the allocator's stages for ``tasks``; returns the groups and per-response entropies."""
         groups = [Group(t, self.vocab.encode(t.prompt, bos=True)) for t in tasks]
@@ -524,7 +590,14 @@ class GRPOTrainer:
         def generate(counts: list[int], stage: int) -> None:
             entropies.extend(self._sample_stage(groups, counts, stage))
 
-        run_stages(self.allocator, keys, self.stats, generate, lambda: [g.rewards for g in groups])
+        def stages() -> None:
+            run_stages(self.allocator, keys, self.stats, generate, lambda: [g.rewards for g in groups])
+
+        if self.guidance is not None:
+            self._entropy_sink = entropies
+            self.guidance.rollout(self, groups, stages)
+        else:
+            stages()
         for g in groups:
             if g.responses:
                 self.stats.update(g.task.prompt, g.rewards, [len(r.tokens) for r in g.responses])
@@ -631,6 +704,10 @@ class GRPOTrainer:
         return out
 
     def _advantages(self, g: Group) -> list[float]:
+        if self.guidance is not None:
+            own = self.guidance.advantages(g, self.cfg.advantage)
+            if own is not None:
+                return own
         rewards = self._shaped_rewards(g)
         if self.token_controller is not None and self.token_controller.token_advantage:
             lengths = [r.policy_tokens for r in g.responses]
@@ -673,7 +750,8 @@ class GRPOTrainer:
                 # Zero-advantage rows add nothing to the policy-gradient term; they only count in the normaliser,
                 # so they are skipped in the forward pass unless a KL term needs them.
                 if (a != 0.0 or self.ref_model is not None) and r.tokens:
-                    rows.append((g.prompt_ids, r.tokens, a, r.inserted if r.inserted and any(r.inserted) else None))
+                    prompt = g.prompt_ids if r.context is None else r.context
+                    rows.append((prompt, r.tokens, a, r.inserted if r.inserted and any(r.inserted) else None))
                     responses.append(r)
         self.costs.rows_trained += len(lengths)
         self.costs.tokens_trained += sum(lengths)
@@ -695,7 +773,13 @@ class GRPOTrainer:
                 # π_old is the policy that sampled the batch: computed now, before any step, with the same rows and
                 # padding as the minibatch's forward pass, so the first step's ratio is exactly 1. Reused responses
                 # get the same treatment (AR3PO: the current policy as the old one).
-                mb.old_logp = self._logprobs(self.model, prompts, completions, mb)[0] if off_policy else None
+                forced = [responses[int(i)].forced for i in idx]
+                if off_policy or any(forced):
+                    mb.old_logp = self._logprobs(self.model, prompts, completions, mb)[0]
+                    # Guide: the hint tokens were given, not sampled: behaviour probability 1 (meta.rlvr.guide).
+                    for j, f in enumerate(forced):
+                        if f:
+                            mb.old_logp[j, :f] = 0.0
                 if self.ref_model is not None:
                     mb.ref_logp = self._logprobs(self.ref_model, prompts, completions, mb)[0]
                 mb.advantages = self._advantage_tensor([rows[int(i)][2] for i in idx], completions)
@@ -882,7 +966,7 @@ class GRPOTrainer:
         per-prompt statistics, response buffer and the allocator's and controllers' states. :meth:`load_state_dict`
         on a trainer built with the same arguments continues exactly where this one stopped.
         """
-        return {
+        state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
@@ -902,6 +986,9 @@ class GRPOTrainer:
             "eepo": self._controller_state(self.eepo),
             "branching": self._controller_state(self.branching),
         }
+        if self.guidance is not None:  # only then: the snapshot of a run without guidance is as it always was
+            state["guidance"] = self.guidance.state_dict()
+        return state
 
     @staticmethod
     def _controller_state(controller: Any) -> dict[str, Any] | None:
@@ -944,6 +1031,7 @@ class GRPOTrainer:
             "token_controller",
             "eepo",
             "branching",
+            "guidance",
         ):
             controller = getattr(self, name)
             if controller is not None and state.get(name) is not None:

@@ -38,12 +38,14 @@ from stable_baselines3.common.logger import Logger
 from tqdm import tqdm
 
 from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
+from envs.reasoning.scratchpad import SCRATCH_FAMILY, make_scratch_set, verify_scratch
 from envs.reasoning.tooluse import CALC_FAMILY, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.arpo import BranchingRollout
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.guidance import make_guidance
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.token_controllers import make_token_controller
 from meta.rlvr.tools import CalculatorTool
@@ -72,6 +74,9 @@ class GRPORunConfig:
         token_controller: Token-level controller spec for :func:`meta.rlvr.token_controllers.make_token_controller`,
             ``hapo:0.2,1`` (HAPO), ``eepo:0.001`` (EEPO's two-stage rollout) or ``arpo:0.5,1`` (ARPO's branches
             after tool results; the ``calc`` family only) or ``ehpo:1,0.1`` (EHPO); empty for none (the default).
+        guidance: Guidance controller spec for :func:`meta.rlvr.guidance.make_guidance`: ``guide:0.5`` (Guide's
+            hinted resampling of all-wrong groups), ``seele:2`` (SEELE's fitted hint lengths) or
+            ``hbpo:0.05,4,6,8,10`` (HBPO's budget subgroups; the ``scratch`` family); empty for none (the default).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -79,7 +84,8 @@ class GRPORunConfig:
         held_out_size: Held-out prompts (greedy accuracy).
         families: Task families of both prompt sets; ``["calc"]`` alone is the tool-use family (calculator calls
             executed while sampling, :func:`envs.reasoning.tooluse.verify_calc`; the SFT checkpoint must have been
-            trained on it, and ``grpo.max_new_tokens`` must fit a trace).
+            trained on it, and ``grpo.max_new_tokens`` must fit a trace); ``["scratch"]`` alone is addition with an
+            optional scratchpad (:mod:`envs.reasoning.scratchpad`, :func:`~envs.reasoning.scratchpad.verify_scratch`).
         difficulties: Digits of the long operand in both prompt sets (``calc``: numbers of operations).
         pool_seed: Seed of the training prompt set.
         held_out_seed: Seed of the held-out set.
@@ -89,6 +95,7 @@ class GRPORunConfig:
     sft_checkpoint: str = "runs/rlvr/sft.pt"
     allocator: str = "uniform:8"
     token_controller: str = ""
+    guidance: str = ""
     steps: int = 100
     eval_every: int = 10
     checkpoint_every: int = 10
@@ -180,6 +187,10 @@ class GRPORun:
         if calc and list(cfg.families) != [CALC_FAMILY]:
             raise ValueError(f"the {CALC_FAMILY!r} family is trained alone, got families {cfg.families}")
         _check_arpo(cfg, token)
+        scratch = SCRATCH_FAMILY in cfg.families
+        if scratch and list(cfg.families) != [SCRATCH_FAMILY]:
+            raise ValueError(f"the {SCRATCH_FAMILY!r} family is trained alone, got families {cfg.families}")
+        guidance = make_guidance(cfg.guidance) if cfg.guidance else None
         pool, self.held_out = (
             self._prompt_set(cfg, cfg.pool_size, cfg.pool_seed),
             self._prompt_set(cfg, cfg.held_out_size, cfg.held_out_seed),
@@ -191,11 +202,12 @@ class GRPORun:
             pool,
             allocator,
             cfg.grpo,
-            reward_fn=verify_calc if calc else verify,
+            reward_fn=verify_calc if calc else (verify_scratch if scratch else verify),
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
             branching=token if isinstance(token, BranchingRollout) else None,
             tool=CalculatorTool(vocab) if calc else None,
+            guidance=guidance,
         )
         self.evals: list[dict[str, float]] = []
         self.sessions = 1
@@ -206,6 +218,8 @@ class GRPORun:
         rng = np.random.default_rng(seed)
         if list(cfg.families) == [CALC_FAMILY]:
             return make_calc_set(n, rng, operations=cfg.difficulties)
+        if list(cfg.families) == [SCRATCH_FAMILY]:
+            return make_scratch_set(n, rng, difficulties=cfg.difficulties)
         return make_prompt_set(n, rng, families=cfg.families, difficulties=cfg.difficulties)
 
     # --- construction ----------------------------------------------------------------------------------------------
@@ -223,9 +237,12 @@ class GRPORun:
         make_allocator(cfg.allocator)  # the cheapest check first: no model load for a typo in the spec
         if cfg.token_controller:
             _check_arpo(cfg, make_token_controller(cfg.token_controller))
+        if cfg.guidance:
+            make_guidance(cfg.guidance)
         model, model_config, _ = load_model(cfg.sft_checkpoint)
         run = cls(cfg, model, model_config, **kwargs)
         name = f"rlvr-{cfg.allocator}" + (f"-{cfg.token_controller}" if cfg.token_controller else "")
+        name += f"-{cfg.guidance}" if cfg.guidance else ""
         run.run_dir = make_run_dir(name, cfg.grpo.seed, root=root, config=cfg)
         return run
 
