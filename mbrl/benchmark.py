@@ -228,7 +228,7 @@ def mbpo_config(settings: ArmSettings, arm: str, seed: int) -> MBPOConfig:
 
 @dataclass(frozen=True)
 class ArmStorage:
-    """Where an MBPO arm run keeps its state while it runs, so that a run of hours survives a kill and a new machine.
+    """Where an arm run keeps its state while it runs, so that a run of hours survives a kill and a new machine.
 
     Attributes:
         work_dir: Parent of the runs' folders (``<arm, %-quoted>__<seed>/``, ignored by git): logs, the whole-run
@@ -253,9 +253,10 @@ def run_arm(arm: str, settings: ArmSettings, seed: int, storage: ArmStorage | No
         arm: The arm (:func:`parse_arm`).
         settings: The shared settings.
         seed: The seed.
-        storage: Checkpoint and continue an MBPO arm run (:class:`ArmStorage`); ``None``: the run is not saved while
-            it runs (every run of the threshold benchmarks takes minutes). SAC arm runs are never checkpointed: they
-            take well under a session even on HalfCheetah.
+        storage: Checkpoint and continue the run (:class:`ArmStorage`); ``None``: the run is not saved while it
+            runs (every run of the threshold benchmarks takes minutes). An MBPO run continues exactly from a local
+            checkpoint; a SAC run (networks, optimizers, replay buffer, random streams, evaluations) continues with a
+            new episode, so not bit-identically.
 
     Returns:
         The run record: ``arm``, ``seed``, ``protocol``, ``settings`` (:func:`arm_settings`), ``eval``
@@ -273,7 +274,7 @@ def run_arm(arm: str, settings: ArmSettings, seed: int, storage: ArmStorage | No
     if is_mbpo(arm):
         out = _run_mbpo(settings, arm, seed, storage)
     else:
-        out = _run_sac(settings, seed, settings.updates_per_step if arm == SAC_SAME_UTD else 1)
+        out = _run_sac(settings, seed, settings.updates_per_step if arm == SAC_SAME_UTD else 1, arm, storage)
     seconds = time.perf_counter() - started + float(out.pop("earlier_seconds", 0.0))
     last = out["eval"][-1] if out["eval"] else [None, None]
     steps_done = int(out.pop("steps_done"))
@@ -402,18 +403,58 @@ def _run_mbpo(settings: ArmSettings, arm: str, seed: int, storage: ArmStorage | 
     }
 
 
-def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str, Any]:
+def _run_sac(
+    settings: ArmSettings, seed: int, gradient_steps: int, arm: str = SAC_SAME_UTD, storage: ArmStorage | None = None
+) -> dict[str, Any]:
+    import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from mbrl.algorithms.base import make_env
+    from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
+    from rolloutlab.run_state import capture_rng, capture_sac, restore_rng, restore_sac
 
     eval_env = DummyVecEnv([lambda: Monitor(make_env(settings.env_id))])
     history: list[list[float]] = []
-    timing = {"eval_seconds": 0.0}
+    timing = {"eval_seconds": 0.0, "earlier_seconds": 0.0}
+    resumed: list[list[Any]] = []
+    config = {"arm": arm, "seed": seed, "gradient_steps": gradient_steps, "settings": arm_settings(settings, arm)}
+    stem = run_folder_name(arm, seed)
+    paths = [] if storage is None else [storage.work_dir / stem / "sac_checkpoint.pt"]
+    if storage is not None and storage.carry_dir is not None:
+        paths.append(storage.carry_dir / f"{stem}.pt")
+    started = time.perf_counter()
+
+    def replay_state(model: OffPolicyAlgorithm) -> dict[str, Any]:
+        buffer = model.replay_buffer
+        assert buffer is not None
+        size = buffer.buffer_size if buffer.full else buffer.pos
+        fields = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+        return {
+            **{name: torch.as_tensor(np.ascontiguousarray(getattr(buffer, name)[:size])) for name in fields},
+            "pos": int(buffer.pos),
+            "full": bool(buffer.full),
+        }
+
+    def save(model: OffPolicyAlgorithm, steps: int) -> None:
+        state = {
+            "sac": {**capture_sac(model), "num_timesteps": steps},
+            "replay": replay_state(model),
+            "rng": capture_rng({}),
+            "eval_history": [list(h) for h in history],
+            "timing": {
+                "seconds": timing["earlier_seconds"] + time.perf_counter() - started,
+                "eval_seconds": timing["eval_seconds"],
+            },
+            "resumed": resumed,
+            "episode_num": int(model._episode_num),
+        }
+        for path in paths:
+            save_checkpoint(path, state, kind="sac-arm-run", config=config)
 
     class _Eval(BaseCallback):
         # Same protocol as MBPO.evaluate: deterministic policy, eval env reseeded identically before each evaluation.
@@ -428,6 +469,12 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
                 timing["eval_seconds"] += time.perf_counter() - t0
                 if settings.stop_at is not None and history[-1][1] >= settings.stop_at:
                     return False  # SB3 ends learn() here
+            # SB3 calls this before it stores the step's transition and after the updates of the step before, so
+            # the state after ``checkpoint_every`` whole steps (stored and trained on) is the one seen a step later.
+            done = self.num_timesteps - 1
+            if storage is not None and done > 0 and done % storage.checkpoint_every == 0:
+                assert isinstance(self.model, OffPolicyAlgorithm)
+                save(self.model, done)
             return True
 
     model = SAC(
@@ -435,6 +482,8 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
         make_env(settings.env_id),
         learning_rate=settings.learning_rate,
         batch_size=settings.batch_size,
+        # The buffer never holds more than the budget; a larger one only costs memory (same draws either way).
+        buffer_size=max(settings.budget, 1),
         learning_starts=settings.initial_random_steps,  # uniform-random actions until then, as MBPO's warm-up
         train_freq=1,
         gradient_steps=gradient_steps,
@@ -443,12 +492,38 @@ def _run_sac(settings: ArmSettings, seed: int, gradient_steps: int) -> dict[str,
         device="cpu",
         verbose=0,
     )
-    model.learn(total_timesteps=settings.budget, callback=_Eval())
+    saved = next((p for p in paths if p.exists()), None)
+    if saved is not None:
+        envelope = load_checkpoint(saved, kind="sac-arm-run")
+        if envelope["config"] != config:
+            raise ValueError(f"{saved} was saved by a run with other settings; delete it to start this run afresh")
+        state = envelope["state"]
+        restore_sac(model, state["sac"])
+        buffer = model.replay_buffer
+        assert buffer is not None
+        replay = state["replay"]
+        for name in ("observations", "next_observations", "actions", "rewards", "dones", "timeouts"):
+            data = replay[name].numpy()
+            getattr(buffer, name)[: len(data)] = data
+        buffer.pos, buffer.full = int(replay["pos"]), bool(replay["full"])
+        restore_rng(state["rng"], {})
+        model._episode_num = int(state["episode_num"])
+        history[:] = [[int(s), float(r)] for s, r in state["eval_history"]]
+        timing["earlier_seconds"] = float(state["timing"]["seconds"])
+        timing["eval_seconds"] = float(state["timing"]["eval_seconds"])
+        resumed[:] = [*state["resumed"], [model.num_timesteps, "checkpoint" if saved == paths[0] else "carry"]]
+    # A continued run starts a new episode (SB3 resets its env in learn()); checkpoints every 1000 steps fall on
+    # HalfCheetah's episode ends, so no episode is cut short, but the continuation is not bit-identical.
+    remaining = settings.budget - model.num_timesteps
+    if remaining > 0:
+        model.learn(total_timesteps=remaining, callback=_Eval(), reset_num_timesteps=saved is None)
     return {
         "eval": history,
         "eval_seconds": timing["eval_seconds"],
         "gradient_steps": gradient_steps,
         "steps_done": model.num_timesteps,
+        "resumed": resumed,
+        "earlier_seconds": timing["earlier_seconds"],
     }
 
 

@@ -16,11 +16,11 @@ Final return (HalfCheetah; several hours per MBPO run on a CPU; the SAC settings
         --budget 30000 --seeds 0,1,2 --arms mbpo:fixed:1,sac_same_utd --final-only \
         --net-arch 256,256 --learning-rate 3e-4 --batch-size 256 --checkpoint-every 1000
 
-With ``--checkpoint-every N`` an MBPO run in progress is checkpointed every N env steps under
-``runs/mbrl/arm_runs/<env>[_<tag>]/`` (continued exactly after a kill on the same machine) and, without its model
-buffer, under ``results/in_progress/<env>[_<tag>]/`` (a few MB: commit it, and a new machine continues the run with
-the model buffer refilled from the restored model; the run record's ``resumed`` lists such continuations). A
-finished run's carry file is deleted.
+With ``--checkpoint-every N`` a run in progress is checkpointed every N env steps under
+``runs/mbrl/arm_runs/<env>[_<tag>]/`` (an MBPO run continues exactly after a kill on the same machine) and as a carry
+file under ``results/in_progress/<env>[_<tag>]/`` (about 12 MB; an MBPO run's without its model buffer): commit it,
+and a new machine continues the run from it (MBPO with the model buffer refilled from the restored model, SAC with a
+new episode; the run record's ``resumed`` lists every continuation). A finished run's checkpoints are deleted.
 
 Writes ``results/sample_efficiency_<env>[_<tag>].json`` (the command, resolved args and settings, every run's record
 and the summary entry) and the matching ``.png`` (learning curves, mean ± standard error).
@@ -105,7 +105,7 @@ class Args:
     tag: str = ""
     """suffix for the output file names"""
     checkpoint_every: int = 0
-    """checkpoint MBPO runs in progress every this many env steps, locally and as a carry file to commit (0: never;
+    """checkpoint runs in progress every this many env steps, locally and as a carry file to commit (0: never;
     runs of the threshold benchmarks take minutes)"""
     full_budget: bool = False
     """run every arm to the budget even after it reached the threshold (default: stop there; the steps to threshold
@@ -246,7 +246,8 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
             stem = run_folder_name(record["arm"], record["seed"])
             assert storage.carry_dir is not None
             (storage.carry_dir / f"{stem}.pt").unlink(missing_ok=True)
-            (storage.work_dir / stem / "checkpoint.pt").unlink(missing_ok=True)
+            for name in ("checkpoint.pt", "sac_checkpoint.pt"):
+                (storage.work_dir / stem / name).unlink(missing_ok=True)
         print(
             f"{args.env_id} {record['arm']} seed {record['seed']}: final {record['final_return']:.1f} "
             f"in {record['seconds']:.0f}s",

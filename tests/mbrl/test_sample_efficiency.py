@@ -537,3 +537,36 @@ def test_mbpo_arm_refuses_a_checkpoint_of_other_settings(tmp_path: Path, monkeyp
             run_arm("mbpo:fixed:1", settings, 0, storage)
     with pytest.raises(ValueError, match="another MBPOConfig"):
         run_arm("mbpo:fixed:1", dataclasses.replace(settings, learning_rate=3e-4), 0, storage)
+
+
+def test_sac_arm_killed_mid_run_continues_from_its_carry_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stable_baselines3.common import evaluation
+
+    from rolloutlab.checkpoint import load_checkpoint
+
+    settings = dataclasses.replace(_killable_settings(), updates_per_step=1)
+    storage = ArmStorage(work_dir=tmp_path / "work", carry_dir=tmp_path / "carry", checkpoint_every=200)
+    evaluate = evaluation.evaluate_policy
+    calls = {"n": 0}
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the evaluation of step 300, after the checkpoint of step 200
+            raise KeyboardInterrupt("killed")
+        return evaluate(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluation, "evaluate_policy", dying)
+        with pytest.raises(KeyboardInterrupt):
+            run_arm("sac_utd1", settings, 0, storage)
+    carry = tmp_path / "carry" / "sac_utd1__0.pt"
+    saved = load_checkpoint(carry, kind="sac-arm-run")["state"]
+    assert saved["sac"]["num_timesteps"] == 200 and len(saved["replay"]["observations"]) == 200
+    assert [s for s, _ in saved["eval_history"]] == [100, 200]
+    shutil.rmtree(tmp_path / "work")  # a new machine
+    again = run_arm("sac_utd1", settings, 0, storage)
+    assert again["resumed"] == [[200, "carry"]] and again["steps_done"] == 400
+    assert [s for s, _ in again["eval"]] == [100, 200, 300, 400]
+    assert again["eval"][:2] == [[int(s), r] for s, r in saved["eval_history"]]
+    # One update per step after the warm-up of 100 steps, across both sessions.
+    assert again["seconds"] > 0 and again["gradient_steps"] == 1
