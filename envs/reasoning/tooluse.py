@@ -17,12 +17,18 @@ one calculator call per step, one call for the whole expression), and :func:`mak
 supervised warm-start examples (``Task`` objects whose ``answer`` is the whole trace, the form
 :func:`meta.rlvr.sft.fit_sft` trains on).
 
+:class:`CalcOptions` (default off, the behaviour above) restricts the calculator to a few operations per call
+(``call_operations=1``: ``<calc>3+45*2-7</calc>`` gets the refusal ``?``, so a multi-step problem needs one call per
+step or a scratchpad) and sets the largest operand per difficulty (``operand_limits``: e.g. single digits on
+one-operation tasks, which a small model can answer directly, and up to 99 on the longer ones).
+
 Plain Python plus numpy; no other rolloutlab package is imported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +50,60 @@ TRACE_STYLES: tuple[str, ...] = ("direct", "scratch", "tool", "tool_once")
 MAX_EXPR_CHARS = 64
 MAX_OPERANDS = 8
 MAX_LITERAL_DIGITS = 9
+#: Largest operand of a task unless :attr:`CalcOptions.operand_limits` says otherwise.
+DEFAULT_MAX_OPERAND = 99
+
+
+@dataclass
+class CalcOptions:
+    """The calculator and task mix of the ``calc`` family, shared by the SFT and GRPO configs (defaults: off).
+
+    Attributes:
+        call_operations: Most operations one calculator call may hold (``<calc>45*2</calc>`` holds one); a call with
+            more gets the refusal :data:`REFUSED`. 0: any expression :func:`calculate` accepts (the default).
+        operand_limits: Largest operand of the tasks of each entry of the config's ``difficulties`` (same length),
+            e.g. ``[9, 99, 99, 99]`` with difficulties ``[1, 2, 3, 4]``: one-operation tasks on single digits. Empty:
+            :data:`DEFAULT_MAX_OPERAND` for every difficulty (the default).
+    """
+
+    call_operations: int = 0
+    operand_limits: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.call_operations < 0:
+            raise ValueError(f"calc.call_operations must be >= 0 (0: any), got {self.call_operations}")
+        bad = [m for m in self.operand_limits if not 1 <= m <= 999]
+        if bad:
+            raise ValueError(f"calc.operand_limits must lie in 1..999, got {bad}")
+
+    def limits(self, difficulties: Sequence[int]) -> list[int]:
+        """Largest operand per entry of ``difficulties``.
+
+        Raises:
+            ValueError: ``operand_limits`` is set but not one per difficulty.
+        """
+        if not self.operand_limits:
+            return [DEFAULT_MAX_OPERAND] * len(difficulties)
+        if len(self.operand_limits) != len(difficulties):
+            raise ValueError(
+                f"calc.operand_limits needs one limit per difficulty ({len(difficulties)}), "
+                f"got {len(self.operand_limits)}"
+            )
+        return list(self.operand_limits)
+
+    def check_styles(self, style_weights: Sequence[float], difficulties: Sequence[int]) -> None:
+        """Refuse a trace mix the calculator could not answer: ``tool_once`` traces of tasks with more operations
+        than a call may hold (the calculator would refuse them).
+
+        Raises:
+            ValueError: A positive ``tool_once`` weight with such tasks in the mix.
+        """
+        once = style_weights[TRACE_STYLES.index("tool_once")] if len(style_weights) == len(TRACE_STYLES) else 0.0
+        if self.call_operations and once > 0 and max(difficulties, default=0) > self.call_operations:
+            raise ValueError(
+                f"tool_once traces need one call for the whole expression, but calc.call_operations is "
+                f"{self.call_operations} and difficulties reach {max(difficulties)}: set its style weight to 0"
+            )
 
 
 class CalcError(ValueError):
@@ -86,16 +146,20 @@ def _tokens(expr: str) -> list[str]:
     return out
 
 
-def calculate(expr: str) -> int:
+def calculate(expr: str, max_operations: int = 0) -> int:
     """Value of an integer expression over ``+ - *`` with the usual precedence (``*`` first, then left to right).
 
     Grammar: ``expr := ['-'] number (op number)*``, ``op := '+' | '-' | '*'``, ``number := [0-9]{1,9}``; no spaces,
-    parentheses, division or powers (``**`` is two operators in a row and refused).
+    parentheses, division or powers (``**`` is two operators in a row and refused). ``max_operations`` > 0 also
+    refuses an expression with more operators than that (the leading minus of the first literal is a sign, not one).
 
     Raises:
-        CalcError: The expression is malformed, too long, or has a character outside that grammar.
+        CalcError: The expression is malformed, too long, has a character outside that grammar, or has more than
+            ``max_operations`` operations.
     """
     toks = _tokens(expr)
+    if max_operations and len(toks) // 2 > max_operations:
+        raise CalcError(f"more than {max_operations} operation(s) in {expr!r}")
     terms: list[int] = []  # signed terms of the sum, each a product
     sign = 1
     product = int(toks[0])
@@ -110,11 +174,12 @@ def calculate(expr: str) -> int:
     return sum(terms)
 
 
-def tool_response(text: str) -> str | None:
+def tool_response(text: str, max_operations: int = 0) -> str | None:
     """What the environment inserts after ``text`` (the completion so far), or ``None`` when no call just closed.
 
     When ``text`` ends with ``</calc>``, the expression between the last ``<calc>`` and that tag is evaluated; the
-    result's digits are returned, or :data:`REFUSED` when :func:`calculate` refuses it (or no ``<calc>`` opens it).
+    result's digits are returned, or :data:`REFUSED` when :func:`calculate` refuses it (or no ``<calc>`` opens it),
+    including when it holds more than ``max_operations`` operations (> 0; :attr:`CalcOptions.call_operations`).
     """
     if not text.endswith(CALL_CLOSE):
         return None
@@ -123,7 +188,7 @@ def tool_response(text: str) -> str | None:
     if start < 0:
         return REFUSED
     try:
-        return str(calculate(body[start + len(CALL_OPEN) :]))
+        return str(calculate(body[start + len(CALL_OPEN) :], max_operations))
     except CalcError:
         return REFUSED
 
@@ -145,13 +210,24 @@ def make_calc_task(operations: int, rng: np.random.Generator, max_operand: int =
 
 
 def make_calc_set(
-    n: int, rng: np.random.Generator, operations: Sequence[int] = (1, 2, 3), max_operand: int = 99
+    n: int,
+    rng: np.random.Generator,
+    operations: Sequence[int] = (1, 2, 3),
+    max_operand: int = DEFAULT_MAX_OPERAND,
+    operand_limits: Sequence[int] | None = None,
 ) -> list[Task]:
-    """``n`` calc tasks, the number of operations drawn uniformly from ``operations`` per task."""
+    """``n`` calc tasks, the entry of ``operations`` drawn uniformly per task (repeat an entry to weight it).
+
+    ``operand_limits`` (one per entry of ``operations``, :meth:`CalcOptions.limits`) overrides ``max_operand`` per
+    entry; without it every task draws operands up to ``max_operand`` exactly as before.
+    """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    limits = [max_operand] * len(operations) if operand_limits is None else list(operand_limits)
+    if len(limits) != len(operations):
+        raise ValueError(f"need one operand limit per entry of operations, got {len(limits)} and {len(operations)}")
     picks = rng.choice(len(operations), size=n)
-    return [make_calc_task(int(operations[int(i)]), rng, max_operand) for i in picks]
+    return [make_calc_task(int(operations[int(i)]), rng, int(limits[int(i)])) for i in picks]
 
 
 def verify_calc(task: Task, completion: str, eos: str = "$") -> float:
@@ -214,7 +290,8 @@ def make_sft_set(
     rng: np.random.Generator,
     style_weights: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
     operations: Sequence[int] = (1, 2, 3),
-    max_operand: int = 99,
+    max_operand: int = DEFAULT_MAX_OPERAND,
+    options: CalcOptions | None = None,
 ) -> list[Task]:
     """``n`` supervised warm-start examples: calc tasks whose ``answer`` is a reference trace.
 
@@ -223,15 +300,24 @@ def make_sft_set(
         rng: Source of randomness (tasks and styles); the same generator state gives the same examples.
         style_weights: Relative frequency of each of :data:`TRACE_STYLES` (a mix with and without tool calls).
         operations: Numbers of operations to mix.
-        max_operand: Largest operand.
+        max_operand: Largest operand (unless ``options`` sets ``operand_limits``).
+        options: The restricted calculator and operand limits (:class:`CalcOptions`); ``None``: off.
 
     Returns:
         ``Task(prompt, trace, "calc", operations)`` per example; train on ``prompt → answer + EOS``.
+
+    Raises:
+        ValueError: Bad ``style_weights``, or ``tool_once`` traces the restricted calculator would refuse
+            (:meth:`CalcOptions.check_styles`).
     """
     w = np.asarray(style_weights, dtype=float)
     if w.shape != (len(TRACE_STYLES),) or (w < 0).any() or w.sum() <= 0:
         raise ValueError(f"style_weights must be {len(TRACE_STYLES)} non-negative numbers with a positive sum")
-    tasks = make_calc_set(n, rng, operations, max_operand)
+    limits = None
+    if options is not None:
+        options.check_styles(style_weights, operations)
+        limits = options.limits(operations) if options.operand_limits else None
+    tasks = make_calc_set(n, rng, operations, max_operand, limits)
     styles = rng.choice(len(TRACE_STYLES), size=n, p=w / w.sum())
     return [
         Task(t.prompt, trace(t, TRACE_STYLES[int(s)]), t.family, t.difficulty)

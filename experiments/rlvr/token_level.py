@@ -1,22 +1,30 @@
 """RLVR token-level benchmark (issue 21): where inside the response to spend samples — HAPO, EEPO, ARPO, EHPO
 against uniform GRPO G=8 on the calc tool-use family.
 
-Run from the repository root (one thread, low priority, resumable):
+Run from the repository root (one thread, low priority, resumable); the committed results are the restricted
+calculator's task (``presets/calc2_*.yaml``: one operation per call, single-digit one-operation tasks beside 2-4
+operations on operands up to 99):
 
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/rlvr/token_level.py
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/rlvr/token_level.py \
+        --preset experiments/rlvr/presets/calc2_grpo.yaml --checkpoint runs/rlvr/calc2_sft.pt \
+        --sft-preset experiments/rlvr/presets/calc2_sft.yaml --partial-dir token_level_calc2_partial
 
-Every arm starts from the same calc SFT checkpoint (trained first from ``presets/calc_sft.yaml`` if missing), takes
-its settings from ``presets/calc_grpo.yaml`` (prompt pool, held-out set, optimizer, G=8 per prompt) and trains until
-the same number of generated completion tokens; only the ``--token-controller`` differs. Each finished (arm, seed) run
-is written to ``results/token_level_partial/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
-stopped. At the end the script writes ``results/token_level.json`` (``methods.<name>.{tokens_ratio, accuracy_delta,
-tool_calls_ratio, length_ratio, headline_met}`` with paired seed-bootstrap intervals) and ``results/token_level.md``,
-and prints the table. The logic (arms, runs, summary, headlines, table) is :mod:`meta.rlvr.benchmark`'s.
+Every arm starts from the same calc SFT checkpoint (trained first from ``--sft-preset`` if missing), takes its
+settings from ``--preset`` (prompt pool, held-out set, calculator, optimizer, G=8 per prompt) and trains until the
+same number of generated completion tokens; only the ``--token-controller`` differs. Each finished (arm, seed) run is
+written to ``results/<partial-dir>/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it stopped (the
+first run, on the unrestricted ``calc_*.yaml`` task, is in ``results/token_level_partial/``). At the end the script
+writes ``results/token_level.json`` (``methods.<name>.{tokens_ratio, accuracy_delta, tool_calls_ratio, length_ratio,
+headline_met}`` with paired seed-bootstrap intervals, and ARPO's training tool-call budget
+``training_tool_calls_ratio`` beside them) and ``results/token_level.md``, and prints the table. The logic (arms,
+runs, summary, headlines, table) is :mod:`meta.rlvr.benchmark`'s.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,7 +68,9 @@ class Args:
     held_out_size: int = 300
     """Held-out prompts (greedy accuracy, tool calls, answer length, entropy)."""
     out: str = "experiments/rlvr/results"
-    """Results folder (token_level.json, token_level.md, token_level_partial/)."""
+    """Results folder (token_level.json, token_level.md and the partial-run folder)."""
+    partial_dir: str = "token_level_partial"
+    """Folder under `out` for the per-run files a resumed benchmark reads (a new task needs a new folder)."""
 
 
 def parse_args() -> Args:
@@ -71,7 +81,7 @@ def parse_args() -> Args:
 def main(args: Args) -> dict:
     set_torch_threads()
     out = Path(args.out)
-    partial = out / "token_level_partial"
+    partial = out / args.partial_dir
     partial.mkdir(parents=True, exist_ok=True)
     if not Path(args.checkpoint).is_file():
         sft = load_yaml(SFTConfig, args.sft_preset, {"steps": args.sft_steps})
@@ -104,7 +114,7 @@ def main(args: Args) -> dict:
             )
     summary = token_level_summary(runs, args.seeds, args.arms)
     summary["args"] = asdict(args)
-    summary["command"] = "OMP_NUM_THREADS=1 nice -n 10 python experiments/rlvr/token_level.py"
+    summary["command"] = "OMP_NUM_THREADS=1 python " + shlex.join(sys.argv)
     atomic_write_json(out / "token_level.json", summary)
     table = token_level_table(summary)
     (out / "token_level.md").write_text(table)

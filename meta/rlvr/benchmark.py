@@ -496,20 +496,25 @@ def run_token_arm(
     Returns:
         :func:`run_record`'s dict plus ``"token_controller"`` and ``"steps"``; each curve point holds the held-out
         :meth:`~meta.rlvr.grpo.GRPOTrainer.evaluate_details` (accuracy, tool calls, answer length, slow share,
-        entropy) and the cumulative costs.
+        entropy) and the cumulative costs, ``training_tool_calls`` among them (:func:`training_tool_calls`'s count,
+        also in the record's ``costs``).
     """
     cfg = replace(base, allocator="uniform:8", token_controller=TOKEN_ARMS[arm], grpo=replace(base.grpo, seed=seed))
     model, model_config, _ = load_model(cfg.sft_checkpoint)
     run = GRPORun(cfg, model, model_config)
     trainer = run.trainer
     start = time.perf_counter()
+    calls = 0  # tool calls executed during training rollouts (branches included), not in evaluations
+
+    def costs() -> dict[str, int]:
+        return {**trainer.costs.as_dict(), "training_tool_calls": calls}
 
     def point() -> dict[str, Any]:
-        return {"step": trainer.num_steps, **trainer.evaluate_details(run.held_out), **trainer.costs.as_dict()}
+        return {"step": trainer.num_steps, **trainer.evaluate_details(run.held_out), **costs()}
 
     curve = [point()]
     while trainer.costs.completion_tokens < tokens_budget and trainer.num_steps < max_steps:
-        trainer.step()
+        calls += training_tool_calls(trainer.tool, trainer.step)
         done = trainer.costs.completion_tokens >= tokens_budget or trainer.num_steps >= max_steps
         if trainer.num_steps % cfg.eval_every == 0 or done:
             curve.append(point())
@@ -519,8 +524,20 @@ def run_token_arm(
                     f"{arm} seed {seed} step {last['step']}: acc {last['accuracy']:.3f} "
                     f"tokens {last['completion_tokens']}"
                 )
-    record = run_record(arm, seed, curve, trainer.costs.as_dict(), time.perf_counter() - start, trainer.allocator)
+    record = run_record(arm, seed, curve, costs(), time.perf_counter() - start, trainer.allocator)
     return {**record, "token_controller": TOKEN_ARMS[arm], "steps": trainer.num_steps}
+
+
+def training_tool_calls(tool: object, step: Callable[[], object]) -> int:
+    """Tool calls the environment executed while ``step()`` ran (one training step's rollouts): the increase of the
+    tool hook's ``calls`` counter (:class:`~meta.rlvr.tools.CalculatorTool`; 0 without a counting tool).
+
+    ARPO's budget measure: a branch's shared prefix was executed once, so its calls count once; refused calls count
+    (the environment answered them); the held-out evaluations, which run outside the step, do not.
+    """
+    before = int(getattr(tool, "calls", 0))
+    step()
+    return int(getattr(tool, "calls", 0)) - before
 
 
 def final_value(run: dict[str, Any], key: str) -> float:
@@ -569,6 +586,13 @@ def token_level_summary(runs: Sequence[dict[str, Any]], seeds: Sequence[int], ar
     uniform's (:func:`cost_ratio`; ``None`` where uniform's is 0). All at the same tokens budget
     (``total_tokens_ratio`` shows how close the arms' budgets came).
 
+    Beside them, ARPO's own headline measure (the paper's: the tool-call budget of RL training to reach equal
+    accuracy), not used by any :data:`HEADLINES` rule: ``training_tool_calls_ratio``, the tool calls executed in
+    training rollouts (branches included) up to the first evaluation at the target accuracy, paired ratio to uniform's
+    (a run that never reaches it counts as infinite, as in ``tokens_ratio``), and
+    ``training_tool_calls_total_ratio``, the same over the whole run (equal tokens budget). Runs without the
+    ``training_tool_calls`` count (older records) give ``None``.
+
     Raises:
         ValueError: A seed without a uniform G=8 run.
     """
@@ -603,6 +627,19 @@ def token_level_summary(runs: Sequence[dict[str, Any]], seeds: Sequence[int], ar
             "length_ratio": (entry["answer_length"], [final_value(r, "answer_length") for r in base]),
             "entropy_retention_ratio": (entry["entropy_retention"], [entropy_retention(r) for r in base]),
         }
+        if all("training_tool_calls" in r["costs"] for r in [*rs, *base]):
+            entry["training_tool_calls"] = [float(r["costs"]["training_tool_calls"]) for r in rs]
+            pairs["training_tool_calls_ratio"] = (
+                [first_reaching(r, target, "training_tool_calls") for r in rs],
+                [first_reaching(r, target, "training_tool_calls") for r in base],
+            )
+            pairs["training_tool_calls_total_ratio"] = (
+                entry["training_tool_calls"],
+                [float(r["costs"]["training_tool_calls"]) for r in base],
+            )
+        else:
+            for key in ("training_tool_calls_ratio", "training_tool_calls_total_ratio"):
+                entry[key], entry[f"{key}_ci"] = None, [None, None]
         for key, (mine, theirs) in pairs.items():
             ratio = cost_ratio(mine, theirs)  # None where uniform's mean is 0 (no ratio)
             entry[key], entry[f"{key}_ci"] = ratio["value"], ratio["ci"]
@@ -624,19 +661,27 @@ def token_level_table(summary: dict[str, Any]) -> str:
     lines = [
         f"target accuracy {summary['target_accuracy']:.3f} (95% of uniform_g8 final), seeds {summary['seeds']}",
         "| method | tokens-to-target ratio | accuracy delta | tool calls ratio | length ratio | entropy retention "
-        "ratio | final acc | slow share | tokens |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "ratio | training tool calls to target ratio | final acc | slow share | tool calls | tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in summary["methods"].items():
         lo, hi = e["accuracy_delta_ci"]
         lines.append(
             f"| {name} | {cell(e, 'tokens_ratio')} | {e['accuracy_delta']:+.3f} [{lo:+.3f}, {hi:+.3f}] "
             f"| {cell(e, 'tool_calls_ratio')} | {cell(e, 'length_ratio')} | {cell(e, 'entropy_retention_ratio')} "
-            f"| {np.mean(e['final_accuracy']):.3f} | {np.mean(e['slow_share']):.2f} | {e['total_tokens']:,.0f} |"
+            f"| {cell(e, 'training_tool_calls_ratio')} | {np.mean(e['final_accuracy']):.3f} "
+            f"| {np.mean(e['slow_share']):.2f} | {np.mean(e['tool_calls']):.2f} | {e['total_tokens']:,.0f} |"
         )
     lines.append("")
     for name, e in summary["methods"].items():
         if e["headline_met"] is not None:
             verdict = "met" if e["headline_met"] else "missed"
             lines.append(f"- {name}: {e['headline']}: **{verdict}**.")
+    arpo = summary["methods"].get("arpo")
+    if arpo is not None and "training_tool_calls" in arpo:
+        lines.append(
+            f"- arpo, the paper's own measure (not the headline rule above): training tool calls to the target "
+            f"accuracy {cell(arpo, 'training_tool_calls_ratio')}x uniform's, over the whole budget "
+            f"{cell(arpo, 'training_tool_calls_total_ratio')}x."
+        )
     return "\n".join(lines) + "\n"

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
 from envs.reasoning.scratchpad import SCRATCH_FAMILY, make_scratch_set, verify_scratch
-from envs.reasoning.tooluse import CALC_FAMILY, make_calc_set, verify_calc
+from envs.reasoning.tooluse import CALC_FAMILY, CalcOptions, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.arpo import BranchingRollout
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
@@ -90,6 +90,8 @@ class GRPORunConfig:
         pool_seed: Seed of the training prompt set.
         held_out_seed: Seed of the held-out set.
         grpo: Trainer settings (``grpo.seed`` seeds the run).
+        calc: ``calc`` only: the restricted calculator and operand limits per difficulty
+            (:class:`envs.reasoning.tooluse.CalcOptions`; default: off).
     """
 
     sft_checkpoint: str = "runs/rlvr/sft.pt"
@@ -106,6 +108,7 @@ class GRPORunConfig:
     pool_seed: int = 1
     held_out_seed: int = 2
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    calc: CalcOptions = field(default_factory=CalcOptions)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.eval_every < 1 or self.checkpoint_every < 0:
@@ -206,7 +209,7 @@ class GRPORun:
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
             branching=token if isinstance(token, BranchingRollout) else None,
-            tool=CalculatorTool(vocab) if calc else None,
+            tool=CalculatorTool(vocab, cfg.calc.call_operations) if calc else None,
             guidance=guidance,
         )
         self.evals: list[dict[str, float]] = []
@@ -217,7 +220,7 @@ class GRPORun:
     def _prompt_set(cfg: GRPORunConfig, n: int, seed: int) -> list[Task]:
         rng = np.random.default_rng(seed)
         if list(cfg.families) == [CALC_FAMILY]:
-            return make_calc_set(n, rng, operations=cfg.difficulties)
+            return make_calc_set(n, rng, cfg.difficulties, operand_limits=cfg.calc.limits(cfg.difficulties))
         if list(cfg.families) == [SCRATCH_FAMILY]:
             return make_scratch_set(n, rng, difficulties=cfg.difficulties)
         return make_prompt_set(n, rng, families=cfg.families, difficulties=cfg.difficulties)

@@ -10,6 +10,8 @@ with and without calculator calls (:func:`envs.reasoning.tooluse.make_sft_set`, 
 ``difficulties`` are numbers of operations), teacher-forced whole, the calculator's results included; the solve-rate
 report samples with the calculator (:class:`meta.rlvr.tools.CalculatorTool`) and :func:`verify_calc`. The model's
 alphabet must then be :data:`envs.reasoning.tooluse.TOOL_ALPHABET` (and ``max_positions`` long enough for a trace).
+``calc`` (:class:`envs.reasoning.tooluse.CalcOptions`) restricts the calculator and sets operand limits per difficulty,
+for the traces, the held-out tasks and the report alike.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import numpy as np
 import torch
 
 from envs.reasoning import Task, make_prompt_set, verify
-from envs.reasoning.tooluse import CALC_FAMILY, TOOL_ALPHABET, make_calc_set, make_sft_set, verify_calc
+from envs.reasoning.tooluse import (
+    CALC_FAMILY,
+    TOOL_ALPHABET,
+    CalcOptions,
+    make_calc_set,
+    make_sft_set,
+    verify_calc,
+)
 from meta.rlvr.charlm import CharLMConfig, build_model, save_model
 from meta.rlvr.sampling import ToolHook, sample, sequence_logprobs
 from meta.rlvr.tools import CalculatorTool
@@ -48,6 +57,7 @@ class SFTConfig:
             ``tool_once`` (:data:`envs.reasoning.tooluse.TRACE_STYLES`).
         max_new_tokens: Completion budget of the solve-rate report (8 fits add/mul; a ``calc`` trace needs ~64).
         model: Architecture.
+        calc: ``calc`` only: the restricted calculator and operand limits per difficulty (default: off).
     """
 
     seed: int = 0
@@ -61,6 +71,7 @@ class SFTConfig:
     style_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
     max_new_tokens: int = 8
     model: CharLMConfig = field(default_factory=CharLMConfig)
+    calc: CalcOptions = field(default_factory=CalcOptions)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or not self.lr > 0:
@@ -76,6 +87,8 @@ class SFTConfig:
                     f"the {CALC_FAMILY!r} family needs model.alphabet to hold envs.reasoning.tooluse.TOOL_ALPHABET "
                     f"({TOOL_ALPHABET!r}); missing {''.join(missing)!r}"
                 )
+            self.calc.limits(self.difficulties)  # one operand limit per difficulty, if any
+            self.calc.check_styles(self.style_weights, self.difficulties)
 
     @property
     def is_calc(self) -> bool:
@@ -122,8 +135,10 @@ def difficulty_report(
     temperature: float,
     seed: int,
     max_new_tokens: int = 8,
+    call_operations: int = 0,
 ) -> dict[str, float]:
-    """Mean reward per ``family/difficulty`` plus ``overall`` (``calc`` tasks with the calculator and its verifier)."""
+    """Mean reward per ``family/difficulty`` plus ``overall`` (``calc`` tasks with the calculator and its verifier;
+    ``call_operations``: :attr:`~envs.reasoning.tooluse.CalcOptions.call_operations`)."""
     gen = torch.Generator().manual_seed(seed)
     calc = bool(tasks) and all(t.family == CALC_FAMILY for t in tasks)
     rewards = solve_rate(
@@ -134,7 +149,7 @@ def difficulty_report(
         max_new_tokens=max_new_tokens,
         generator=gen,
         reward_fn=verify_calc if calc else verify,
-        tool=CalculatorTool(vocab) if calc else None,
+        tool=CalculatorTool(vocab, call_operations) if calc else None,
     )
     report: dict[str, list[float]] = {}
     for t, r in zip(tasks, rewards, strict=True):
@@ -149,8 +164,8 @@ def eval_tasks(cfg: SFTConfig, seed: int) -> list[Task]:
     rng = np.random.default_rng(seed)
     tasks: list[Task] = []
     if cfg.is_calc:
-        for d in cfg.difficulties:
-            tasks += make_calc_set(cfg.eval_per_difficulty, rng, operations=[d])
+        for d, limit in zip(cfg.difficulties, cfg.calc.limits(cfg.difficulties), strict=True):
+            tasks += make_calc_set(cfg.eval_per_difficulty, rng, operations=[d], max_operand=limit)
         return tasks
     for fam in cfg.families:
         for d in cfg.difficulties:
@@ -209,7 +224,7 @@ def train_sft(
 
     def make_batch(n: int, gen: np.random.Generator) -> list[Task]:
         if cfg.is_calc:
-            return make_sft_set(n, gen, style_weights=cfg.style_weights, operations=cfg.difficulties)
+            return make_sft_set(n, gen, style_weights=cfg.style_weights, operations=cfg.difficulties, options=cfg.calc)
         return make_prompt_set(
             n, gen, families=cfg.families, difficulties=cfg.difficulties, weights=cfg.difficulty_weights
         )
@@ -219,8 +234,12 @@ def train_sft(
     metrics = {
         "final_loss": loss_value,
         "seconds": time.perf_counter() - start,
-        "sampled": difficulty_report(model, vocab, held_out, 1.0, cfg.seed, cfg.max_new_tokens),
-        "greedy": difficulty_report(model, vocab, held_out, 0.0, cfg.seed, cfg.max_new_tokens),
+        "sampled": difficulty_report(
+            model, vocab, held_out, 1.0, cfg.seed, cfg.max_new_tokens, cfg.calc.call_operations
+        ),
+        "greedy": difficulty_report(
+            model, vocab, held_out, 0.0, cfg.seed, cfg.max_new_tokens, cfg.calc.call_operations
+        ),
         "config": asdict(cfg),
     }
     if out_path is not None:
