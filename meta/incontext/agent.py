@@ -133,7 +133,10 @@ class InContextAgent(nn.Module):
         # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
         self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
         self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
-        self.register_buffer("bins", torch.linspace(-config.bin_range, config.bin_range, config.n_bins))
+        low = -config.bin_range if config.bin_low is None else config.bin_low
+        if not low < config.bin_range:
+            raise ValueError(f"need bin_low < bin_range, got {low} and {config.bin_range}")
+        self.register_buffer("bins", torch.linspace(low, config.bin_range, config.n_bins))
 
     @property
     def device(self) -> torch.device:
@@ -238,9 +241,21 @@ class InContextAgent(nn.Module):
     @torch.no_grad()
     def update_targets(self) -> None:
         """Polyak-average the target critic heads: ``target <- (1 - tau) target + tau online``."""
-        for target, online in zip(self.target_critics.parameters(), self.critics.parameters(), strict=True):
-            target.lerp_(online, self.config.tau)
+        polyak_(self.target_critics, self.critics, self.config.tau)
 
     def optimized_parameters(self) -> list[nn.Parameter]:
         """Every trainable parameter (the target heads excluded), for the single AdamW optimizer."""
         return [p for name, p in self.named_parameters() if not name.startswith("target_critics.")]
+
+
+@torch.no_grad()
+def polyak_(target: nn.Module, online: nn.Module, rate: float) -> None:
+    """``target <- (1 - rate) target + rate online`` for every parameter; buffers are copied.
+
+    Buffers are not averaged: they hold state such as spectral norm's singular vectors, which must stay unit vectors
+    of (nearly) the averaged weights, and the online ones are the freshest estimate.
+    """
+    for param, source in zip(target.parameters(), online.parameters(), strict=True):
+        param.lerp_(source, rate)
+    for buffer, fresh in zip(target.buffers(), online.buffers(), strict=True):
+        buffer.copy_(fresh)

@@ -26,15 +26,25 @@ class AgentConfig:
         critic_subset: Critics drawn at random per update whose minimum forms the TD target (REDQ-style).
         gammas: Discounts learned at once; the agent acts with the last (AMAGO's multi-gamma).
         n_bins: Bins of the two-hot critic.
-        bin_range: Bins span ``[-bin_range, bin_range]`` in symlog units.
+        bin_range: Bins span ``[-bin_range, bin_range]`` in symlog units (upper end ``bin_range`` when ``bin_low`` is
+            set).
+        bin_low: Lower end of the bins in symlog units; ``None``: ``-bin_range``. A critic sized to the task's return
+            range (:func:`~meta.incontext.tasks.critic_bins`) puts every bin where returns can fall, so fewer bins
+            (cheaper heads: they dominate an update) keep the same resolution.
         critic_coef: Weight of the critic TD loss.
         actor_coef: Weight of the actor term (expected advantage under the policy, critics frozen).
         bc_coef: Weight of filtered behaviour cloning (replayed actions with positive advantage).
         entropy_coef: Entropy bonus inside the actor term (reward units per nat).
-        lr: AdamW learning rate.
+        lr: AdamW learning rate (the peak, when scheduled).
+        lr_warmup_updates: Updates of linear warm-up from 0 to ``lr`` (AMAGO: 500); 0 = none.
+        lr_final_fraction: After warm-up the rate follows a cosine from ``lr`` to ``lr_final_fraction * lr`` over the
+            run's planned updates (``total_env_steps * updates_per_step``); 1.0 keeps it constant.
         weight_decay: AdamW weight decay.
         grad_clip: Global gradient-norm clip.
-        tau: Polyak rate of the target critic heads per update.
+        tau: Polyak rate of the target critic heads per update (AMAGO: 0.003).
+        ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
+            agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
+            0.0 = no copy (evaluate the online weights).
     """
 
     encoder: Literal["transformer", "gru", "memory_free"] = "transformer"
@@ -50,14 +60,18 @@ class AgentConfig:
     gammas: list[float] = field(default_factory=lambda: [0.9, 0.99, 0.999])
     n_bins: int = 33
     bin_range: float = 6.0
+    bin_low: float | None = None
     critic_coef: float = 1.0
     actor_coef: float = 1.0
     bc_coef: float = 0.1
     entropy_coef: float = 0.01
     lr: float = 3e-4
+    lr_warmup_updates: int = 0
+    lr_final_fraction: float = 1.0
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     tau: float = 0.005
+    ema_decay: float = 0.0
 
 
 def with_saved_defaults(config: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +99,13 @@ class TrainConfig:
         max_minutes: Wall-clock cap; the run stops early (and says so) when it is reached. ``None``: no cap.
         n_envs: Parallel environments (one vector env); each collects whole meta-rollouts.
         batch_size: Windows per update.
-        window: Timesteps per replayed window (whole rollouts when they are shorter).
+        window: Timesteps per replayed window (whole rollouts when they are shorter); ignored with ``full_trials``.
+        full_trials: Replay whole trials from step 0 (AMAGO, Sec. 4.1: context = trial length), so that every training
+            token sees exactly the history it sees when acting; needs ``agent.context_len`` > the trial length.
+            ``False``: random windows of ``window`` steps (the issue-7 setting; only a few per cent of tokens then see
+            their acting history, ``meta.incontext.history_match``).
+        time_input: Append the time in the trial, ``t / trial length``, to every input (AMAGO's time index), so the
+            agent knows how much of the trial is left.
         updates_per_step: Gradient updates per collected environment step.
         learning_starts: Environment steps collected before the first update.
         buffer_trajectories: Replay capacity in whole trajectories (oldest dropped first).
@@ -93,6 +113,12 @@ class TrainConfig:
         eps_end_low: Final epsilon of the first actor.
         eps_end_high: Final epsilon of the last actor (finals are spaced geometrically between the two).
         eps_anneal_steps: Environment steps over which epsilon is annealed linearly.
+        exploration: ``per_actor`` (:class:`~meta.incontext.exploration.PerActorEpsilon`: constant within a trial,
+            ``eps_*`` above) or ``bilevel`` (:class:`~meta.incontext.exploration.BilevelEpsilon`: high early in a trial
+            and low late, both annealed over ``eps_anneal_steps``, times a per-actor multiplier; ``bilevel_*`` below).
+        bilevel_start: ``(begin, final)`` epsilon at a trial's first step, at the start and the end of the anneal.
+        bilevel_end: ``(begin, final)`` epsilon at a trial's last step.
+        bilevel_randomize: Per-actor multipliers uniform in [0, 1), redrawn every trial (AMAGO's ``randomize_eps``).
         eval_tasks: Fresh tasks per evaluation (greedy policy).
         eval_every_steps: Evaluate after this many environment steps (and at the end).
         stop_at_return: Stop early once an evaluation reaches this mean return (``None``: never).
@@ -114,6 +140,8 @@ class TrainConfig:
     n_envs: int = 8
     batch_size: int = 16
     window: int = 128
+    full_trials: bool = False
+    time_input: bool = False
     updates_per_step: float = 0.02
     learning_starts: int = 1_000
     buffer_trajectories: int = 1_000
@@ -121,6 +149,10 @@ class TrainConfig:
     eps_end_low: float = 0.01
     eps_end_high: float = 0.2
     eps_anneal_steps: int = 20_000
+    exploration: Literal["per_actor", "bilevel"] = "per_actor"
+    bilevel_start: tuple[float, float] = (1.0, 0.05)
+    bilevel_end: tuple[float, float] = (0.8, 0.01)
+    bilevel_randomize: bool = True
     eval_tasks: int = 200
     eval_every_steps: int = 20_000
     stop_at_return: float | None = None

@@ -1,4 +1,4 @@
-"""Replay of whole trajectories (meta-rollouts), sampled as random fixed-length windows (AMAGO, Sec. 4.1)."""
+"""Replay of whole trajectories (meta-rollouts), sampled whole from step 0 or as random fixed-length windows."""
 
 from __future__ import annotations
 
@@ -55,19 +55,29 @@ class TrajectoryReplay:
         if len(self.trajectories) > self.capacity:
             self.trajectories.pop(0)
 
-    def sample(self, batch_size: int, window: int, rng: np.random.Generator) -> Batch:
-        """``batch_size`` windows of ``window`` steps from uniformly chosen trajectories.
-
-        A window starts uniformly in ``[0, len - window]`` so it lies inside its trajectory; trajectories shorter than
-        ``window`` are used whole and padded with zeros, with ``mask = 0`` on the padding.
-
-        Returns:
-            A :class:`~meta.incontext.agent.Batch` whose time axis is ``min(window, longest chosen trajectory)``.
-        """
+    def sample(self, batch_size: int, window: int, rng: np.random.Generator, full_trials: bool = False) -> Batch:
+        """``batch_size`` windows from uniformly chosen trajectories (see :meth:`windows`)."""
         if not self.trajectories:
             raise RuntimeError("cannot sample from an empty replay")
-        chosen = [self.trajectories[i] for i in rng.integers(0, len(self.trajectories), size=batch_size)]
-        steps = min(window, max(len(traj) for traj in chosen))
+        return self.windows(rng.integers(0, len(self.trajectories), size=batch_size), window, rng, full_trials)
+
+    def windows(self, indices: np.ndarray, window: int, rng: np.random.Generator, full_trials: bool = False) -> Batch:
+        """Windows of the trajectories at ``indices``, one row each.
+
+        With ``full_trials`` every row is its whole trajectory from step 0 (``window`` is ignored): the agent then
+        trains on exactly the histories it acts with (AMAGO, Sec. 4.1, sets the context to the trial length).
+        Otherwise a window of ``window`` steps starts uniformly in ``[0, len - window]`` so it lies inside its
+        trajectory (drawn from ``rng``). Trajectories shorter than the time axis are padded with zeros, with
+        ``mask = 0`` on the padding.
+
+        Returns:
+            A :class:`~meta.incontext.agent.Batch` whose time axis is the longest chosen trajectory with
+            ``full_trials``, else ``min(window, longest chosen trajectory)``.
+        """
+        chosen = [self.trajectories[int(i)] for i in indices]
+        longest = max(len(traj) for traj in chosen)
+        steps = longest if full_trials else min(window, longest)
+        batch_size = len(chosen)
         dim = chosen[0].obs.shape[1]
         obs = np.zeros((batch_size, steps + 1, dim), dtype=np.float32)
         actions = np.zeros((batch_size, steps), dtype=np.int64)
@@ -76,7 +86,7 @@ class TrajectoryReplay:
         mask = np.zeros((batch_size, steps), dtype=np.float32)
         start = np.zeros(batch_size, dtype=np.int64)
         for row, traj in enumerate(chosen):
-            begin = int(rng.integers(0, max(len(traj) - steps, 0) + 1))
+            begin = 0 if full_trials else int(rng.integers(0, max(len(traj) - steps, 0) + 1))
             end = min(begin + steps, len(traj))
             n = end - begin
             obs[row, : n + 1] = traj.obs[begin : end + 1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -36,39 +36,45 @@ def sinusoidal_positions(positions: torch.Tensor, d_model: int) -> torch.Tensor:
 class SigmaReparamLinear(nn.Linear):
     """A linear layer with spectrally reparametrized weights: ``W_hat = (gamma / sigma(W)) W`` (Zhai et al., 2023).
 
-    ``sigma(W)`` is the largest singular value, tracked by one power-iteration step per training forward pass, and
-    ``gamma`` a learned scalar. The network can only sharpen its attention by growing ``gamma``, which keeps the
-    attention logits from saturating early (the paper's "attention entropy collapse"). AMAGO uses it in its
-    Transformer for the same reason. Here the collapse showed on the passive T-maze: runs whose junction step had put
-    exactly zero attention on the cue step never recovered (``docs/incontext.md``). ``gamma`` starts at
-    ``sigma(W)`` of the initial weights, so the layer starts as the plain linear layer it replaces.
-    """
+    ``W / sigma(W)`` is :func:`torch.nn.utils.parametrizations.spectral_norm` (one power-iteration step per
+    training-mode access of ``weight``; eval mode reuses the stored singular vectors) and ``gamma`` a learned scalar.
+    The network can only sharpen its attention by growing ``gamma``, which keeps the attention logits from saturating
+    early (the paper's "attention entropy collapse"). AMAGO uses it in its Transformer for the same reason. Here the
+    collapse showed on the passive T-maze: runs whose junction step had put exactly zero attention on the cue step
+    never recovered (``docs/incontext.md``). ``gamma`` starts at ``sigma(W)`` of the initial weights, so the layer
+    starts as the plain linear layer it replaces.
 
-    u: torch.Tensor
-    v: torch.Tensor
+    ``self.weight`` is the *normalized* weight; the raw one is ``self.parametrizations.weight.original``. Checkpoints
+    of the earlier hand-written version (``weight``, ``u``, ``v``, ``gamma``) load unchanged
+    (:meth:`_load_from_state_dict`).
+    """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__(in_features, out_features, bias)
-        self.register_buffer("u", F.normalize(torch.randn(out_features), dim=0))
-        self.register_buffer("v", F.normalize(torch.randn(in_features), dim=0))
+        torch.nn.utils.parametrizations.spectral_norm(self, n_power_iterations=1)
         with torch.no_grad():
-            for _ in range(20):
-                self._power_step()
-            self.gamma = nn.Parameter(self._sigma().detach().clone())
-
-    @torch.no_grad()
-    def _power_step(self) -> None:
-        self.v.copy_(F.normalize(self.weight.t() @ self.u, dim=0))
-        self.u.copy_(F.normalize(self.weight @ self.v, dim=0))
-
-    def _sigma(self) -> torch.Tensor:
-        return self.u @ self.weight @ self.v
+            # spectral_norm's own estimate of sigma (its u, v after its warm-up iterations), so that W_hat = W exactly.
+            weight = cast(Any, self).parametrizations.weight  # registered by spectral_norm just above
+            norm, raw = weight[0], weight.original
+            sigma = torch.vdot(norm._u, raw @ norm._v)
+        self.gamma = nn.Parameter(sigma.detach().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ W_hat.T + b``; a training-mode call first refines the singular-vector estimates."""
-        if self.training:
-            self._power_step()
-        return F.linear(x, (self.gamma / self._sigma()) * self.weight, self.bias)
+        return F.linear(x, self.gamma * self.weight, self.bias)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        # The hand-written version stored the raw weight as ``weight`` and its singular vectors as ``u`` (left) and
+        # ``v`` (right): the same quantities spectral_norm keeps as ``original``, ``_u`` and ``_v``.
+        renames = {
+            "weight": "parametrizations.weight.original",
+            "u": "parametrizations.weight.0._u",
+            "v": "parametrizations.weight.0._v",
+        }
+        for old, new in renames.items():
+            if prefix + old in state_dict and prefix + new not in state_dict:
+                state_dict[prefix + new] = state_dict.pop(prefix + old)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 def _linear(in_features: int, out_features: int, sigma_reparam: bool) -> nn.Linear:

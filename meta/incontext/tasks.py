@@ -1,18 +1,70 @@
-"""From a task name to RL^2-wrapped environments (single and vectorised)."""
+"""From a task name to RL^2-wrapped environments (single and vectorised), and what every method shares about a task:
+its trial length, its return range and its evaluation tasks."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
 
 import envs  # noqa: F401  (registers the rolloutlab/ environment ids)
 from envs.metarl.rl2 import RL2Wrapper
 
 TASKS = ("bandit", "tmaze", "keydoor")
+#: Evaluation tasks are seeded from here: task ``i`` of an evaluation is the env reset with ``EVAL_SEED_BASE + i``, for
+#: every training seed and every method (agent, RecurrentPPO, the reference policies of :mod:`.references`).
+EVAL_SEED_BASE = 10_000_000
 
 
-def make_task_env(task: str, n_arms: int = 5, horizon: int = 100, corridor_length: int = 10) -> gym.Env:
+def eval_task_seeds(n_tasks: int) -> list[int]:
+    """The reset seeds of the first ``n_tasks`` evaluation tasks (the same for every method)."""
+    return [EVAL_SEED_BASE + i for i in range(n_tasks)]
+
+
+class TimeInTrialWrapper(gym.ObservationWrapper[np.ndarray, np.int64, np.ndarray], gym.utils.RecordConstructorArgs):
+    """Append ``t / trial_length`` (0 at the first input, 1 after the last step) to the observation.
+
+    AMAGO feeds the time index of every timestep to its policy (Grigsby et al., 2024, Sec. 4 and ``time_idxs`` in its
+    code); with a fixed trial length this tells the agent how much of the trial is left, which decides how much
+    exploring still pays. The dark key-door's own observation has no clock at all.
+
+    Args:
+        env: An RL^2-wrapped env whose trial has ``trial_length`` steps.
+        trial_length: Steps of one trial (meta-rollout).
+    """
+
+    def __init__(self, env: gym.Env, trial_length: int) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, trial_length=trial_length)
+        gym.ObservationWrapper.__init__(self, env)
+        base = env.observation_space
+        assert isinstance(base, spaces.Box)
+        self.trial_length = int(trial_length)
+        self.observation_space = spaces.Box(
+            np.append(base.low, 0.0).astype(np.float32), np.append(base.high, 1.0).astype(np.float32), dtype=np.float32
+        )
+        self._t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        self._t = 0
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self.observation(obs), info
+
+    def step(self, action: np.int64 | int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self._t += 1
+        obs, reward, terminated, truncated, info = self.env.step(action)  # type: ignore[arg-type]
+        return self.observation(obs), float(reward), terminated, truncated, info
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.append(observation, min(self._t / self.trial_length, 1.0)).astype(np.float32)
+
+
+def make_task_env(
+    task: str, n_arms: int = 5, horizon: int = 100, corridor_length: int = 10, time_input: bool = False
+) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
 
     Args:
@@ -20,6 +72,7 @@ def make_task_env(task: str, n_arms: int = 5, horizon: int = 100, corridor_lengt
         n_arms: Bandit arms.
         horizon: Bandit pulls.
         corridor_length: T-maze corridor length.
+        time_input: Append the time in the trial (:class:`TimeInTrialWrapper`).
     """
     if task == "bandit":
         env = gym.make("rolloutlab/BernoulliBandit-v0", n_arms=n_arms, horizon=horizon)
@@ -29,10 +82,13 @@ def make_task_env(task: str, n_arms: int = 5, horizon: int = 100, corridor_lengt
         env = gym.make("rolloutlab/DarkKeyDoor-v0")
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
-    return RL2Wrapper(env)
+    wrapped: gym.Env = RL2Wrapper(env)
+    if time_input:
+        wrapped = TimeInTrialWrapper(wrapped, rollout_length(task, horizon, corridor_length))
+    return wrapped
 
 
-def task_env_fns(task: str, n_envs: int, **kwargs: int) -> list[Callable[[], gym.Env]]:
+def task_env_fns(task: str, n_envs: int, **kwargs: Any) -> list[Callable[[], gym.Env]]:
     """``n_envs`` env constructors for :class:`gymnasium.vector.SyncVectorEnv`."""
     return [lambda: make_task_env(task, **kwargs) for _ in range(n_envs)]
 
@@ -40,3 +96,20 @@ def task_env_fns(task: str, n_envs: int, **kwargs: int) -> list[Callable[[], gym
 def rollout_length(task: str, horizon: int = 100, corridor_length: int = 10) -> int:
     """Steps of one meta-rollout of ``task`` (fixed for every task here)."""
     return {"bandit": horizon, "tmaze": corridor_length + 1, "keydoor": 500}[task]
+
+
+def max_return(task: str, horizon: int = 100, corridor_length: int = 10) -> float:
+    """An upper bound on one trial's total reward (every reward here is 0 or 1; the T-maze pays once)."""
+    if task == "tmaze":
+        return 1.0
+    return float(rollout_length(task, horizon, corridor_length))
+
+
+def critic_bins(task: str, gammas: list[float], horizon: int = 100, corridor_length: int = 10) -> tuple[float, float]:
+    """``(bin_low, bin_high)`` in symlog units for a critic sized to ``task``'s value range.
+
+    Rewards are never negative, so no value is below 0; no discounted value exceeds
+    ``min(max_return, 1 / (1 - max gamma))`` (reward at most 1 per step). A 5 % margin keeps the top bin reachable.
+    """
+    top = min(max_return(task, horizon, corridor_length), 1.0 / (1.0 - max(gammas)))
+    return 0.0, 1.05 * math.log1p(top)

@@ -1,15 +1,20 @@
 """Training driver: collect whole meta-rollouts with a vector env, replay windows, update with one optimizer.
 
 ``InContextTrainer(config, run_dir).learn()`` alternates collection (``n_envs`` meta-rollouts in parallel, acting one
-step at a time through the encoder's KV cache, per-actor epsilon) with gradient updates at a fixed replay ratio. It
-checkpoints atomically every few iterations (networks, optimizer, replay, counters, random states) and resumes from
-the run directory's ``checkpoint.pt`` after a kill, collecting the same tasks it would have collected.
+step at a time through the encoder's KV cache, per-actor or bilevel epsilon) with gradient updates at a fixed replay
+ratio (learning rate warmed up and decayed by :func:`learning_rate`; an optional Polyak-averaged copy of the weights
+is what evaluation uses). It checkpoints atomically every few iterations (networks, EMA copy, optimizer, replay,
+counters, random states) and resumes from the run directory's ``checkpoint.pt`` after a kill, collecting the same
+tasks it would have collected.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +23,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from meta.incontext.agent import InContextAgent
-from meta.incontext.config import TrainConfig, with_saved_defaults
-from meta.incontext.exploration import PerActorEpsilon
+from meta.incontext.agent import InContextAgent, polyak_
+from meta.incontext.config import AgentConfig, TrainConfig, with_saved_defaults
+from meta.incontext.exploration import BilevelEpsilon, PerActorEpsilon
 from meta.incontext.replay import Trajectory, TrajectoryReplay
-from meta.incontext.tasks import make_task_env, task_env_fns
+from meta.incontext.tasks import EVAL_SEED_BASE, eval_task_seeds, make_task_env, rollout_length, task_env_fns
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from rolloutlab.config import to_dict
 from rolloutlab.device import resolve_device
@@ -32,34 +37,58 @@ from rolloutlab.seeding import seed_everything
 from rolloutlab.statistics import mean_with_stderr
 
 CHECKPOINT_KIND = "incontext-agent"
-#: Evaluation tasks are seeded from here (same tasks for every training seed and every method).
-EVAL_SEED_BASE = 10_000_000
+__all__ = ["CHECKPOINT_KIND", "EVAL_SEED_BASE", "InContextTrainer", "evaluate_agent", "learning_rate", "load_agent"]
+
+#: Epsilons of one trial: ``(n_envs,)`` for the whole trial, or a function of the step in the trial.
+Epsilons = np.ndarray | Callable[[int], np.ndarray]
 
 
-def task_kwargs(config: TrainConfig) -> dict[str, int]:
-    """The env keyword arguments of ``config.task``."""
-    return {"n_arms": config.n_arms, "horizon": config.horizon, "corridor_length": config.corridor_length}
+def task_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The env keyword arguments of ``config.task`` (:func:`~meta.incontext.tasks.make_task_env`)."""
+    return {
+        "n_arms": config.n_arms,
+        "horizon": config.horizon,
+        "corridor_length": config.corridor_length,
+        "time_input": config.time_input,
+    }
+
+
+def learning_rate(update: int, agent: AgentConfig, planned_updates: int) -> float:
+    """The learning rate of update ``update`` (0-based): linear warm-up, then a cosine decay.
+
+    ``lr * (update + 1) / lr_warmup_updates`` during warm-up (AMAGO warms up over 500 updates, Sec. 4 / App. A), then
+    ``lr * (f + (1 - f) (1 + cos(pi p)) / 2)`` with ``f = lr_final_fraction`` and ``p`` the fraction of the
+    post-warm-up updates done (clipped to 1, so a run extended past its plan stays at the final rate).
+    """
+    if update < agent.lr_warmup_updates:
+        return agent.lr * (update + 1) / agent.lr_warmup_updates
+    decay = max(planned_updates - agent.lr_warmup_updates, 1)
+    progress = min((update - agent.lr_warmup_updates) / decay, 1.0)
+    f = agent.lr_final_fraction
+    return agent.lr * (f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def run_rollouts(
     agent: InContextAgent,
     venv: gym.vector.VectorEnv,
     seeds: list[int],
-    epsilons: np.ndarray | None,
+    epsilons: Epsilons | None,
     rng: np.random.Generator,
     generator: torch.Generator | None = None,
 ) -> list[Trajectory]:
     """Play one meta-rollout in each copy of ``venv`` (one task per seed) and return them as trajectories.
 
     Actions are sampled from the last discount's policy and replaced by a uniform action with probability
-    ``epsilons[i]`` in copy ``i``; with ``epsilons=None`` the agent acts greedily (argmax). A copy that finishes early
-    keeps being stepped (the vector env resets it) but its steps are not recorded.
+    ``epsilons[i]`` in copy ``i`` (``epsilons(t)[i]`` at step ``t`` of the trial when it is a function); with
+    ``epsilons=None`` the agent acts greedily (argmax). A copy that finishes early keeps being stepped (the vector env
+    resets it) but its steps are not recorded.
 
     Args:
         agent: The agent (put in eval mode here).
         venv: A vector env of RL^2-wrapped tasks in the default next-step autoreset mode.
         seeds: One task seed per copy.
-        epsilons: ``(n_envs,)`` exploration rates, or ``None`` for greedy evaluation.
+        epsilons: ``(n_envs,)`` exploration rates or a function of the step in the trial returning them, or ``None``
+            for greedy evaluation.
         rng: Draws the epsilon coin flips and random actions.
         generator: Torch generator for policy sampling; actions are drawn on its device (a CPU generator gives the
             same draws whatever the agent's device).
@@ -74,6 +103,7 @@ def run_rollouts(
         {"obs": [obs[i]], "actions": [], "rewards": [], "dones": []} for i in range(n_envs)
     ]
     active = np.ones(n_envs, dtype=bool)
+    t = 0
     while active.any():
         logits, state = agent.act_logits(torch.as_tensor(obs, dtype=torch.float32, device=device), state)
         if epsilons is None:
@@ -83,7 +113,8 @@ def run_rollouts(
             if generator is not None:
                 probs = probs.to(generator.device)
             actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1).cpu().numpy()
-            explore = rng.random(n_envs) < epsilons
+            eps = epsilons(t) if callable(epsilons) else epsilons
+            explore = rng.random(n_envs) < eps
             actions = np.where(explore, rng.integers(0, n_actions, size=n_envs), actions)
         obs, rewards, terminated, truncated, _ = venv.step(actions)
         for i in np.flatnonzero(active):
@@ -93,6 +124,7 @@ def run_rollouts(
             rec["rewards"].append(rewards[i])
             rec["dones"].append(float(terminated[i]))
         active &= ~(terminated | truncated)
+        t += 1
     return [
         Trajectory(
             obs=np.asarray(rec["obs"], dtype=np.float32),
@@ -133,9 +165,30 @@ class InContextTrainer:
         self.optimizer = torch.optim.AdamW(
             self.agent.optimized_parameters(), lr=config.agent.lr, weight_decay=config.agent.weight_decay
         )
+        # The Polyak-averaged weights that evaluation uses (config.agent.ema_decay > 0).
+        self.ema_agent: InContextAgent | None = None
+        if config.agent.ema_decay > 0:
+            self.ema_agent = copy.deepcopy(self.agent).requires_grad_(False)
+        self.trial_length = rollout_length(config.task, config.horizon, config.corridor_length)
+        if (
+            config.full_trials
+            and config.agent.encoder == "transformer"
+            and config.agent.context_len <= self.trial_length
+        ):
+            raise ValueError(
+                f"full_trials needs agent.context_len > the trial length {self.trial_length} (every step must see the "
+                f"whole trial, and the last observation too), got {config.agent.context_len}"
+            )
         self.replay = TrajectoryReplay(config.buffer_trajectories)
         self.epsilon = PerActorEpsilon(
             config.n_envs, config.eps_start, config.eps_end_low, config.eps_end_high, config.eps_anneal_steps
+        )
+        self.bilevel = BilevelEpsilon(
+            self.trial_length,
+            config.eps_anneal_steps,
+            *config.bilevel_start,
+            *config.bilevel_end,
+            randomize=config.bilevel_randomize,
         )
         self.rng = np.random.default_rng(config.seed)
         self.generator = torch.Generator().manual_seed(config.seed)
@@ -151,14 +204,26 @@ class InContextTrainer:
             self.load(run_dir / "checkpoint.pt")
 
     # ----------------------------------------------------------------------------------------------------- phases
+    @property
+    def eval_agent(self) -> InContextAgent:
+        """The weights evaluation uses: the Polyak-averaged copy when there is one, else the online agent."""
+        return self.agent if self.ema_agent is None else self.ema_agent
+
+    def trial_epsilons(self) -> Epsilons:
+        """Exploration of the next collection: per-actor epsilons, or the bilevel schedule of the step in the trial
+        (the per-actor multipliers are drawn here, one per trial as in AMAGO)."""
+        if self.config.exploration == "per_actor":
+            return self.epsilon(self.env_steps)
+        multipliers = self.bilevel.multipliers(self.config.n_envs, self.rng)
+        env_steps = self.env_steps
+        return lambda t: self.bilevel(env_steps, t, multipliers)
+
     def collect(self) -> dict[str, float]:
-        """One iteration: a meta-rollout in every env copy with annealed per-actor epsilon, stored in the replay."""
+        """One iteration: a meta-rollout in every env copy with annealed epsilon, stored in the replay."""
         cfg = self.config
         seeds = [cfg.seed * 1_000_003 + self.iteration * cfg.n_envs + i for i in range(cfg.n_envs)]
         start = time.perf_counter()
-        trajectories = run_rollouts(
-            self.agent, self.venv, seeds, self.epsilon(self.env_steps), self.rng, self.generator
-        )
+        trajectories = run_rollouts(self.agent, self.venv, seeds, self.trial_epsilons(), self.rng, self.generator)
         self.act_seconds += time.perf_counter() - start
         for traj in trajectories:
             self.replay.add(traj)
@@ -166,14 +231,23 @@ class InContextTrainer:
         self.iteration += 1
         return {"rollout/return_mean": float(np.mean([t.rewards.sum() for t in trajectories]))}
 
+    @property
+    def planned_updates(self) -> int:
+        """Updates the whole budget allows (the length of the learning-rate decay)."""
+        return int(self.config.total_env_steps * self.config.updates_per_step)
+
     def update(self, n_updates: int) -> dict[str, float]:
-        """``n_updates`` gradient steps on replayed windows (one AdamW, clipped), each followed by a Polyak step."""
+        """``n_updates`` gradient steps on replayed windows (one AdamW, clipped), each followed by a Polyak step of the
+        target critics and, when kept, of the EMA weights."""
         cfg = self.config
         self.agent.train()
         info: dict[str, float] = {}
         start = time.perf_counter()
         for _ in range(n_updates):
-            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng).to(self.device)
+            lr = learning_rate(self.updates, cfg.agent, self.planned_updates)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng, cfg.full_trials).to(self.device)
             loss, info = self.agent.loss(batch, self.generator)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -182,18 +256,22 @@ class InContextTrainer:
             )
             self.optimizer.step()
             self.agent.update_targets()
+            if self.ema_agent is not None:
+                polyak_(self.ema_agent, self.agent, 1.0 - cfg.agent.ema_decay)
             self.updates += 1
+            info["train/lr"] = lr
         self.update_seconds += time.perf_counter() - start
         return info
 
-    def evaluate(self, n_tasks: int | None = None, max_parallel: int = 50) -> dict[str, Any]:
-        """Greedy returns on fresh tasks (the same tasks for every seed and method: seeds from ``EVAL_SEED_BASE``).
+    def evaluate(self, n_tasks: int | None = None, max_parallel: int = 50, greedy: bool = True) -> dict[str, Any]:
+        """Returns of :attr:`eval_agent` on the evaluation tasks (the same tasks for every seed and method: seeds from
+        ``EVAL_SEED_BASE``), greedy by default, else sampled from the policy.
 
         Returns:
             ``{"mean": float, "stderr": float, "returns": [float, ...]}``, returns per meta-rollout.
         """
         n_tasks = self.config.eval_tasks if n_tasks is None else n_tasks
-        returns = evaluate_agent(self.agent, self.config, n_tasks, max_parallel)
+        returns = evaluate_agent(self.eval_agent, self.config, n_tasks, max_parallel, greedy=greedy)
         mean, stderr = mean_with_stderr(returns)
         return {"mean": mean, "stderr": stderr, "returns": [float(r) for r in returns]}
 
@@ -261,6 +339,7 @@ class InContextTrainer:
         """Atomically checkpoint everything a resumed run needs to continue as this one would have."""
         state = {
             "agent": self.agent.state_dict(),
+            **({} if self.ema_agent is None else {"ema_agent": self.ema_agent.state_dict()}),
             "optimizer": self.optimizer.state_dict(),
             "replay": self.replay.state_dict(),
             "counters": {
@@ -284,6 +363,8 @@ class InContextTrainer:
                 "its agent still loads for evaluation"
             )
         self.agent.load_state_dict(state["agent"])
+        if self.ema_agent is not None:
+            self.ema_agent.load_state_dict(state["ema_agent"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.replay.load_state_dict(state["replay"])
         counters = state["counters"]
@@ -312,9 +393,10 @@ def evaluate_agent(
     rng = np.random.default_rng(0)
     generator = torch.Generator().manual_seed(0)
     no_epsilon = None if greedy else np.zeros(n_parallel)
+    all_seeds = eval_task_seeds(((n_tasks + n_parallel - 1) // n_parallel) * n_parallel)
     try:
         for first in range(0, n_tasks, n_parallel):
-            seeds = [EVAL_SEED_BASE + first + i for i in range(n_parallel)]
+            seeds = all_seeds[first : first + n_parallel]
             trajectories = run_rollouts(agent, venv, seeds, no_epsilon, rng, generator)
             returns.extend(float(t.rewards.sum()) for t in trajectories[: n_tasks - first])
     finally:
@@ -323,7 +405,8 @@ def evaluate_agent(
 
 
 def load_agent(path: Path, device: str | None = None) -> tuple[InContextAgent, TrainConfig]:
-    """Rebuild the agent and its config from a trainer checkpoint (for ``rolloutlab incontext eval``).
+    """Rebuild the agent and its config from a trainer checkpoint (for ``rolloutlab incontext eval``): the EMA
+    weights when the run kept them (what its evaluations used), else the online ones.
 
     Args:
         path: The trainer's ``checkpoint.pt``.
@@ -342,5 +425,6 @@ def load_agent(path: Path, device: str | None = None) -> tuple[InContextAgent, T
         config.agent,
     )
     probe.close()
-    agent.load_state_dict(envelope["state"]["agent"])
+    state = envelope["state"]
+    agent.load_state_dict(state["ema_agent"] if "ema_agent" in state else state["agent"])
     return agent.to(resolve_device(config.device)), config

@@ -1,0 +1,75 @@
+"""Gate for issue 18: does the new training (:func:`meta.incontext.matched.amago_config`) beat issue 7's setting
+(:func:`~meta.incontext.matched.issue7_config`) in one short run, same seed, same env-step budget, side by side?
+
+Both agents train on the same task stream (same seed) for the same env steps, then play the same evaluation tasks
+(1,000 for the bandits) greedily and sampling from their policy; the matched references play those tasks too. The new
+setting is evaluated with its EMA weights (its online weights are reported beside them). Each run checkpoints in
+``runs/incontext-gate/`` and resumes after a kill; the result is ``results/gate.json``.
+
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/incontext/gate.py --task bandit_5x100 --env-steps 32000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tyro
+
+from meta.incontext.matched import amago_config, issue7_config, matched_references, run_agent
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.statistics import paired_difference
+from rolloutlab.threads import set_torch_threads
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass
+class Args:
+    task: str = "bandit_5x100"
+    """Benchmark task (meta.incontext.matched.TASKS)."""
+    seed: int = 0
+    """Training seed of both runs."""
+    env_steps: int = 32_000
+    """Env-step budget of each run (the same for both)."""
+    eval_tasks: int = 1000
+    """Evaluation tasks (the same for both runs and the references)."""
+    runs_root: str = "runs/incontext-gate"
+    """Checkpoint folders of the two runs (a killed gate resumes from here)."""
+    out: str = str(RESULTS / "gate.json")
+    """Where the result goes."""
+
+
+def main(args: Args) -> None:
+    set_torch_threads(1)
+    settings = {"issue7": issue7_config, "issue18": amago_config}
+    out: dict[str, object] = {"args": dataclasses.asdict(args), "runs": {}}
+    returns = {}
+    for label, make in settings.items():
+        # One evaluation at the end only: the gate's cost is the two trainings.
+        cfg = dataclasses.replace(
+            make(args.task, args.seed, args.env_steps, None, args.eval_tasks), eval_every_steps=10**9
+        )
+        run = run_agent(cfg, Path(args.runs_root) / f"{args.task}_{label}_seed{args.seed}")
+        returns[label] = np.asarray(run.pop("returns"))
+        out["runs"][label] = run  # type: ignore[index]
+        print(
+            f"{label}: greedy {run['eval']['mean']:.2f} ± {run['eval']['stderr']:.2f}, sampled "
+            f"{run['eval_sampled']['mean']:.2f}, {run['env_steps']} env steps, {run['updates']} updates, "
+            f"{run['train_seconds']:.0f} s training, history match {run['history_match']['fraction']:.3f}",
+            flush=True,
+        )
+    refs = matched_references(args.task, args.eval_tasks)
+    out["references"] = {k: float(v.mean()) for k, v in refs.items()}
+    # Paired over evaluation tasks (both runs played the same tasks): mean difference and its 95 % bootstrap interval.
+    diff = paired_difference(returns["issue18"], returns["issue7"], rng=0)
+    out["paired_difference_issue18_minus_issue7"] = {k: float(v) for k, v in diff._asdict().items()}
+    atomic_write_json(Path(args.out), out)
+    print(json.dumps({"references": out["references"], "difference": out["paired_difference_issue18_minus_issue7"]}))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

@@ -1,0 +1,164 @@
+"""In-context RL benchmark, second round (issue 18): the agent trained on the histories it acts with, RecurrentPPO at
+equal env steps and at equal wall-clock, and the reference policies, all on the same evaluation tasks.
+
+Full run (3 seeds per task, every task; about 30 core-hours in all, ~15 h on the shared 2-core machine with one process
+per core; each agent run is capped at 55 minutes):
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/matched.py --tasks bandit_5x100 bandit_2x100 &
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/matched.py --tasks tmaze_100 keydoor
+    OMP_NUM_THREADS=1 python experiments/incontext/matched.py --summarize-only
+
+Per task, in this order, each piece written to ``results/matched_partial/<task>__<piece>[__seed<s>].json`` as soon as
+it is done (a killed run loses at most the piece in progress; an agent run resumes from its checkpoint under
+``--runs-root``, a RecurrentPPO run restarts):
+
+1. ``references``: the matched references on the task's evaluation tasks (:mod:`meta.incontext.references`).
+2. ``agent`` per seed: :func:`meta.incontext.matched.amago_config` at the env-step budget of
+   :data:`~meta.incontext.matched.BUDGETS`; greedy and sampled scores of its EMA weights, the online weights' greedy
+   score, its learning curve and the measured history match.
+3. ``ppo_grid``: RecurrentPPO tuned on seed 0 over :data:`meta.incontext.baseline.RECURRENT_PPO_GRID`
+   (LSTM 64/128 x 4/10 epochs x gamma 0.99/0.999, 8 settings), each trained for ``--grid-fraction`` of the agent's
+   seed-0 training seconds and scored greedily on the first ``--grid-eval-tasks`` evaluation tasks. Tuning on the
+   evaluation tasks favours RecurrentPPO, the conservative direction for a claim that the agent beats it.
+4. ``ppo_equal_steps`` and ``ppo_equal_time`` per seed: the chosen settings for the agent's env steps, and for the
+   agent's training seconds.
+
+Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
+``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
+``"status": "incomplete"``) and ``results/summary.md``. The logic is :mod:`meta.incontext.matched`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tyro
+
+from meta.incontext.baseline import recurrent_ppo_grid
+from meta.incontext.matched import (
+    BUDGETS,
+    TASKS,
+    amago_config,
+    load_json,
+    matched_references,
+    partial_path,
+    run_agent,
+    run_ppo,
+    save_json,
+    summarize,
+    summary_table,
+)
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
+from rolloutlab.threads import set_torch_threads
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass
+class Args:
+    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    """Benchmark tasks to run (bandit_5x100, bandit_2x100, tmaze_100, keydoor)."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Training seeds of the agent and of RecurrentPPO."""
+    budget_scale: float = 1.0
+    """Multiplies every env-step budget and time cap of BUDGETS (a smaller machine, or a smoke run)."""
+    eval_tasks: int | None = None
+    """Evaluation tasks per task (default: meta.incontext.matched.EVAL_TASKS, 1,000 for the bandits)."""
+    grid_fraction: float = 0.25
+    """Training seconds of each RecurrentPPO grid setting, as a fraction of the agent's seed-0 training seconds."""
+    grid_eval_tasks: int = 200
+    """Evaluation tasks that score a grid setting."""
+    skip_ppo: bool = False
+    """Run only the references and the agent."""
+    summarize_only: bool = False
+    """Only merge the partial files into summary.json / summary.md."""
+    partial_dir: str = str(RESULTS / "matched_partial")
+    """Folder of the per-piece JSON files."""
+    runs_root: str = "runs/incontext-matched"
+    """Checkpoint folders of the agent runs (a killed run resumes from here)."""
+    out: str = str(RESULTS)
+    """Where summary.json and summary.md go."""
+
+
+def run_task(name: str, args: Args, root: Path) -> None:
+    """Every piece of one benchmark task that is not on disk yet."""
+    steps, minutes = BUDGETS[name]
+    steps, minutes = int(steps * args.budget_scale), minutes * args.budget_scale
+    configs = {seed: amago_config(name, seed, steps, minutes, args.eval_tasks) for seed in args.seeds}
+    n_eval = configs[args.seeds[0]].eval_tasks
+    path = partial_path(root, name, "references")
+    if load_json(path) is None:
+        refs = matched_references(name, n_eval)
+        save_json(path, {
+            "n_tasks": n_eval,
+            "references": {k: {"mean": float(v.mean()), "stderr": float(v.std(ddof=1) / np.sqrt(len(v)))}
+                           for k, v in refs.items()},
+            "returns": {k: v.tolist() for k, v in refs.items()},
+        })  # fmt: skip
+    for seed, cfg in configs.items():
+        path = partial_path(root, name, "agent", seed)
+        if load_json(path) is None:
+            save_json(path, run_agent(cfg, Path(args.runs_root) / f"{name}_seed{seed}"))
+        run = load_json(path)
+        assert run is not None
+        print(f"{name} seed {seed}: greedy {run['eval']['mean']:.2f}, sampled {run['eval_sampled']['mean']:.2f}, "
+              f"history match {run['history_match']['fraction']:.3f}", flush=True)  # fmt: skip
+    if args.skip_ppo:
+        return
+    agent_runs = {seed: load_json(partial_path(root, name, "agent", seed)) for seed in args.seeds}
+    grid_path = partial_path(root, name, "ppo_grid")
+    if load_json(grid_path) is None:
+        first = args.seeds[0]
+        base = agent_runs[first]
+        assert base is not None
+        scores = []
+        for i, ppo_config in enumerate(recurrent_ppo_grid()):
+            piece = partial_path(root, name, f"ppo_grid{i}")
+            if load_json(piece) is None:
+                cfg = dataclasses.replace(configs[first], eval_tasks=args.grid_eval_tasks)
+                save_json(piece, run_ppo(cfg, None, args.grid_fraction * base["train_seconds"], ppo_config))
+            tried = load_json(piece)
+            assert tried is not None
+            scores.append((tried["eval"]["mean"], i, tried["config"]))
+        best = max(scores, key=lambda s: (s[0], -s[1]))
+        save_json(grid_path, {"best": best[2], "scores": [{"mean": m, "config": c} for m, _, c in scores]})
+    grid = load_json(grid_path)
+    assert grid is not None
+    from meta.incontext.baseline import RecurrentPPOConfig
+
+    best_config = RecurrentPPOConfig(**grid["best"])
+    for seed, cfg in configs.items():
+        agent = agent_runs[seed]
+        assert agent is not None
+        budgets: dict[str, tuple[int | None, float | None]] = {
+            "ppo_equal_steps": (int(agent["env_steps"]), None),
+            "ppo_equal_time": (None, float(agent["train_seconds"])),
+        }
+        for method, (env_steps, max_seconds) in budgets.items():
+            path = partial_path(root, name, method, seed)
+            if load_json(path) is None:
+                save_json(path, run_ppo(cfg, env_steps, max_seconds, best_config))
+
+
+def main(args: Args) -> None:
+    set_torch_threads(1)
+    root = Path(args.partial_dir)
+    if not args.summarize_only:
+        for name in args.tasks:
+            if name not in TASKS:
+                raise SystemExit(f"unknown task {name!r}; known: {list(TASKS)}")
+            run_task(name, args, root)
+    summary = summarize(root, args.seeds)
+    summary["args"] = dataclasses.asdict(args)
+    out = Path(args.out)
+    atomic_write_json(out / "summary.json", summary)
+    table = summary_table(summary)
+    atomic_write_text(out / "summary.md", table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

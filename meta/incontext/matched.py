@@ -1,0 +1,300 @@
+"""Issue 18's benchmark: the agent trained on the histories it acts with, scored against references on its own tasks.
+
+Four tasks (:data:`TASKS`): bandits 5x100 and 2x100, the passive T-maze at L = 100 and the dark key-door. Per task
+and seed the agent runs with :func:`amago_config` (whole trials from step 0, context = trial length, bilevel epsilon
+with per-actor multipliers, time in the trial as an input, learning-rate warm-up and cosine decay, tau 0.003, an EMA
+copy of the weights for evaluation, a critic sized to the task's return range, the library spectral norm) and
+RecurrentPPO runs twice beside it: for the agent's env steps and for the agent's training wall-clock, with settings
+chosen on seed 0 over :data:`~meta.incontext.baseline.RECURRENT_PPO_GRID`. The references of
+:mod:`meta.incontext.references` play the same evaluation tasks (paired).
+
+Every finished piece is one JSON file in a partial folder, written atomically at once (:func:`partial_path`), and an
+agent run checkpoints in its run folder, so a killed benchmark resumes where it stopped.
+:func:`summarize` merges the partial files into ``summary.json`` (``tasks.<task>.agent.mean``,
+``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``) and :func:`summary_table` is its markdown table.
+``experiments/incontext/matched.py`` is the command line; ``experiments/incontext/gate.py`` the short gate that sets
+:func:`amago_config` beside issue 7's setting (:func:`issue7_config`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from meta.incontext.config import AgentConfig, TrainConfig
+from meta.incontext.tasks import critic_bins, rollout_length
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.statistics import mean_with_stderr
+
+#: Benchmark task name -> TrainConfig task fields.
+TASKS: dict[str, dict[str, Any]] = {
+    "bandit_5x100": {"task": "bandit", "n_arms": 5, "horizon": 100},
+    "bandit_2x100": {"task": "bandit", "n_arms": 2, "horizon": 100},
+    "tmaze_100": {"task": "tmaze", "corridor_length": 100},
+    "keydoor": {"task": "keydoor"},
+}
+#: Evaluation tasks per benchmark task (issue 18: >= 1,000 for the bandits).
+EVAL_TASKS = {"bandit_5x100": 1000, "bandit_2x100": 1000, "tmaze_100": 200, "keydoor": 200}
+#: Env-step budget and wall-clock cap (minutes) of one agent run, sized from the gate's measured speed so that a
+#: run fits in under an hour of one core of the shared 2-core machine (the cap only guards against a slower machine;
+#: the learning-rate decay is planned over the env-step budget).
+BUDGETS: dict[str, tuple[int, float]] = {
+    "bandit_5x100": (400_000, 55.0),
+    "bandit_2x100": (400_000, 55.0),
+    "tmaze_100": (300_000, 55.0),
+    "keydoor": (600_000, 55.0),
+}
+#: Issue 18's targets, each against the matched references.
+TARGETS = {
+    "bandit_5x100": "agent >= thompson",
+    "bandit_2x100": "agent >= 0.98 * bayes_optimal",
+    "tmaze_100": "mean success over seeds >= 0.95",
+    "keydoor": "agent >= 0.5 * oracle",
+}
+
+
+def task_fields(name: str) -> dict[str, Any]:
+    """TrainConfig task fields of benchmark task ``name``."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known: {list(TASKS)}")
+    return dict(TASKS[name])
+
+
+def amago_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """Issue 18's agent settings for benchmark task ``name``: AMAGO's training recipe at a 2-core CPU's size.
+
+    * Whole trials from step 0 with ``context_len = trial length + 1`` (AMAGO, Sec. 4.1, sets the context to the
+      trial): every training token sees its acting history (:mod:`meta.incontext.history_match`). Batches hold about
+      the tokens of issue 7's (bandit 8 x 100 vs 16 x 50).
+    * Bilevel epsilon, AMAGO's defaults (1.0 -> 0.05 at a trial's start, 0.8 -> 0.01 at its end, per-actor
+      multipliers in [0, 1)), annealed over a quarter of the budget.
+    * Time in the trial as an input; learning rate 3e-4 warmed up over 500 updates (AMAGO's warm-up) and decayed by a
+      cosine to a tenth; tau 0.003 (AMAGO); an EMA copy (decay 0.999) evaluated; 15 bins over the task's value range
+      (:func:`~meta.incontext.tasks.critic_bins`) instead of 33 over [-6, 6].
+    """
+    fields = task_fields(name)
+    task = fields["task"]
+    trial = rollout_length(task, fields.get("horizon", 100), fields.get("corridor_length", 10))
+    gammas = {"bandit": [0.8, 0.95], "tmaze": [0.9, 0.99, 0.999], "keydoor": [0.9, 0.99, 0.999]}[task]
+    low, high = critic_bins(task, gammas, fields.get("horizon", 100), fields.get("corridor_length", 10))
+    n_layers = 2 if task == "keydoor" else 1
+    # Batch in whole trials: ~800 tokens for the bandits (issue 7: 16 x 50), 4 x 500 for the key-door.
+    batch = {"bandit": 8, "tmaze": 8, "keydoor": 4}[task]
+    updates_per_step = {"bandit": 0.1, "tmaze": 0.1, "keydoor": 0.05}[task]
+    agent = AgentConfig(
+        d_model=32, n_layers=n_layers, n_heads=2, head_hidden=32, context_len=trial + 1, gammas=gammas,
+        n_bins=15, bin_low=low, bin_range=high, lr=3e-4, lr_warmup_updates=500, lr_final_fraction=0.1,
+        tau=0.003, ema_decay=0.999, sigma_reparam=True,
+    )  # fmt: skip
+    return TrainConfig(
+        **fields, seed=seed, total_env_steps=total_env_steps, max_minutes=max_minutes, n_envs=8, batch_size=batch,
+        window=trial, full_trials=True, time_input=True, updates_per_step=updates_per_step,
+        learning_starts=16 * trial, buffer_trajectories=1_000, exploration="bilevel",
+        eps_anneal_steps=max(total_env_steps // 4, 1), eval_tasks=eval_tasks or EVAL_TASKS[name],
+        eval_every_steps=max(total_env_steps // 5, 1), checkpoint_every=5,
+        stop_at_return=0.99 if task == "tmaze" else None, agent=agent,
+    )  # fmt: skip
+
+
+def issue7_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """Issue 7's agent settings for ``name`` (:func:`meta.incontext.benchmark.train_config`) at another budget: the
+    "old setting" the gate compares with."""
+    from meta.incontext.benchmark import AgentRunSettings, train_config
+
+    fields = task_fields(name)
+    part = {"bandit": name, "tmaze": "tmaze", "keydoor": "keydoor"}[fields["task"]]
+    settings = AgentRunSettings(minutes_per_run=max_minutes or 60.0, max_env_steps=total_env_steps)
+    cfg = train_config(part, seed, settings, corridor=fields.get("corridor_length", 10))
+    return dataclasses.replace(cfg, max_minutes=max_minutes, eval_tasks=eval_tasks or EVAL_TASKS[name])
+
+
+# --- references -------------------------------------------------------------------------------------------------
+
+
+def matched_references(name: str, n_tasks: int) -> dict[str, np.ndarray]:
+    """Per-task returns of every reference of task ``name`` on its first ``n_tasks`` evaluation tasks."""
+    from meta.incontext.references import bandit_references, keydoor_references, tmaze_references
+
+    fields = task_fields(name)
+    if fields["task"] == "bandit":
+        return bandit_references(fields["n_arms"], fields["horizon"], n_tasks)
+    if fields["task"] == "tmaze":
+        return tmaze_references(fields["corridor_length"], n_tasks)
+    return keydoor_references(n_tasks)
+
+
+def _stats(returns: np.ndarray | list[float]) -> dict[str, Any]:
+    mean, stderr = mean_with_stderr(np.asarray(returns, dtype=np.float64))
+    return {"mean": mean, "stderr": stderr, "n_tasks": len(returns)}
+
+
+# --- runs -------------------------------------------------------------------------------------------------------
+
+
+def partial_path(root: Path, name: str, what: str, seed: int | None = None) -> Path:
+    """``root/<task>__<what>[__seed<seed>].json``: one finished piece of the benchmark."""
+    suffix = "" if seed is None else f"__seed{seed}"
+    return root / f"{name}__{what}{suffix}.json"
+
+
+def run_agent(cfg: TrainConfig, run_dir: Path, history_rows: int = 8) -> dict[str, Any]:
+    """Train (or resume from ``run_dir``'s checkpoint) one agent run and score it.
+
+    Returns:
+        The trainer's result plus ``eval_sampled`` (the EMA weights sampling from their policy), ``eval_online``
+        (the online weights, greedy), per-task ``returns`` of the greedy headline, ``history_match`` (measured on
+        the run's own replay) and ``wall_seconds``.
+    """
+    from meta.incontext.history_match import history_match
+    from meta.incontext.trainer import InContextTrainer, evaluate_agent
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    trainer = InContextTrainer(cfg, run_dir, resume=True)
+    result = trainer.learn()
+    result["wall_seconds"] = time.perf_counter() - start
+    result["train_seconds"] = trainer.act_seconds + trainer.update_seconds
+    result["returns"] = result["eval"].pop("returns")
+    result["eval_sampled"] = _stats(evaluate_agent(trainer.eval_agent, cfg, cfg.eval_tasks, greedy=False))
+    if trainer.ema_agent is not None:
+        result["eval_online"] = _stats(evaluate_agent(trainer.agent, cfg, cfg.eval_tasks))
+    rng = np.random.default_rng(cfg.seed)
+    result["history_match"] = history_match(
+        trainer.agent, trainer.replay, history_rows, cfg.window, cfg.full_trials, rng
+    )
+    return result
+
+
+def ppo_task_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """The env options RecurrentPPO gets: the agent's (same task, same inputs, time in the trial included)."""
+    from meta.incontext.trainer import task_kwargs
+
+    return task_kwargs(cfg)
+
+
+def run_ppo(
+    cfg: TrainConfig, env_steps: int | None, max_seconds: float | None, ppo_config: Any = None
+) -> dict[str, Any]:
+    """RecurrentPPO on the agent's task and evaluation tasks, for ``env_steps`` and/or ``max_seconds``."""
+    from meta.incontext.baseline import train_recurrent_ppo
+
+    result = train_recurrent_ppo(
+        cfg.task, env_steps, cfg.seed, cfg.eval_tasks, ppo_config, max_seconds, **ppo_task_kwargs(cfg)
+    )
+    result["returns"] = result["eval"].pop("returns")
+    return result
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    """A partial file, or ``None`` if that piece has not been run yet."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_json(path: Path, obj: dict[str, Any]) -> None:
+    """Write a partial file atomically (a kill leaves the old file or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, obj)
+
+
+# --- the summary ------------------------------------------------------------------------------------------------
+
+
+def _target(name: str, mean: float, refs: dict[str, float]) -> tuple[float, bool]:
+    """The target value of ``name`` from the matched references, and whether ``mean`` meets it."""
+    if name == "bandit_5x100":
+        target = refs["thompson"]
+    elif name == "bandit_2x100":
+        target = 0.98 * refs["bayes_optimal"]
+    elif name == "tmaze_100":
+        target = 0.95
+    else:
+        target = 0.5 * refs["oracle"]
+    return target, bool(mean >= target)
+
+
+def _method(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    greedy = [r["eval"]["mean"] for r in runs]
+    sampled = [r["eval_sampled"]["mean"] for r in runs]
+    return {
+        "mean": float(np.mean(greedy)),
+        "per_seed": greedy,
+        "sampled_mean": float(np.mean(sampled)),
+        "sampled_per_seed": sampled,
+        "env_steps_per_seed": [int(r["env_steps"]) for r in runs],
+        "train_seconds_per_seed": [float(r["train_seconds"]) for r in runs],
+    }
+
+
+def summarize(root: Path, seeds: list[int], tasks: list[str] | None = None) -> dict[str, Any]:
+    """The summary of the partial files in ``root``: per task the agent (greedy headline and sampled), RecurrentPPO
+    at equal env steps and equal wall-clock, the matched references and the target. A task whose runs are missing
+    says ``"status": "incomplete"`` and has no ``target_met``; nothing is filled in."""
+    out: dict[str, Any] = {"seeds": seeds, "targets": TARGETS, "tasks": {}}
+    for name in tasks or list(TASKS):
+        refs_file = load_json(partial_path(root, name, "references"))
+        agent_runs = [load_json(partial_path(root, name, "agent", s)) for s in seeds]
+        entry: dict[str, Any] = {"target_rule": TARGETS[name]}
+        if refs_file is not None:
+            entry["references"] = {k: v["mean"] for k, v in refs_file["references"].items()}
+            entry["references_stderr"] = {k: v["stderr"] for k, v in refs_file["references"].items()}
+            entry["eval_tasks"] = refs_file["n_tasks"]
+        done = [r for r in agent_runs if r is not None]
+        if done:
+            entry["agent"] = _method(done)
+            entry["agent"]["online_mean"] = (
+                float(np.mean([r["eval_online"]["mean"] for r in done])) if "eval_online" in done[0] else None
+            )
+            entry["agent"]["history_match"] = [r["history_match"]["fraction"] for r in done]
+            entry["agent"]["learning_curves"] = [r["history"] for r in done]
+        for method in ("ppo_equal_steps", "ppo_equal_time"):
+            runs = [load_json(partial_path(root, name, method, s)) for s in seeds]
+            if all(r is not None for r in runs):
+                entry[method] = _method(runs)  # type: ignore[arg-type]
+        tuned = load_json(partial_path(root, name, "ppo_grid"))
+        if tuned is not None:
+            entry["ppo_settings"] = tuned["best"]
+        complete = len(done) == len(seeds) and refs_file is not None
+        if complete:
+            target, met = _target(name, entry["agent"]["mean"], entry["references"])
+            entry["target"] = target
+            entry["target_met"] = met
+            entry["target_met_sampled"] = _target(name, entry["agent"]["sampled_mean"], entry["references"])[1]
+        else:
+            entry["status"] = "incomplete"
+        out["tasks"][name] = entry
+    return out
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The markdown table of :func:`summarize`'s summary (every number read from it)."""
+    lines = [
+        "| task | agent greedy (per seed) | agent sampled | RecurrentPPO equal steps / equal time | "
+        "matched references | target | met? |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in summary["tasks"].items():
+        agent = entry.get("agent")
+        seeds = "; ".join(f"{v:.2f}" for v in agent["per_seed"]) if agent else ""
+        ppo = " / ".join(_fmt(entry.get(m, {}).get("mean")) for m in ("ppo_equal_steps", "ppo_equal_time"))
+        refs = ", ".join(f"{k} {v:.2f}" for k, v in entry.get("references", {}).items())
+        met = "pending" if "target_met" not in entry else ("yes" if entry["target_met"] else "no")
+        lines.append(
+            f"| {name} ({entry.get('eval_tasks', '—')} tasks) | {_fmt(agent and agent['mean'])} ({seeds}) | "
+            f"{_fmt(agent and agent['sampled_mean'])} | {ppo} | {refs} | {entry['target_rule']} "
+            f"({_fmt(entry.get('target'))}) | {met} |"
+        )
+    return "\n".join(lines) + "\n"
