@@ -58,6 +58,13 @@ def train(
             "family); default none."
         ),
     ] = None,
+    dart: Annotated[
+        str | None,
+        typer.Option(
+            help="DART spec: dart:1,4,8,1,process (asynchronous rollout workers, max staleness 1; backend inline, "
+            "process or ray) or dart_sync:4,8,1,process (synchronous baseline); default none."
+        ),
+    ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="GRPO steps in the whole run (default 100).")] = None,
     prompts_per_step: Annotated[int | None, typer.Option(min=1, help="Prompts per step (default 16).")] = None,
     lr: Annotated[
@@ -101,6 +108,7 @@ def train(
             "--allocator": allocator,
             "--token-controller": token_controller,
             "--guidance": guidance,
+            "--dart": dart,
             "--steps": steps,
             "--prompts-per-step": prompts_per_step,
             "--lr": lr,
@@ -131,6 +139,7 @@ def train(
             "allocator": allocator,
             "token_controller": token_controller,
             "guidance": guidance,
+            "dart": dart,
             "steps": steps,
             "eval_every": eval_every,
             "checkpoint_every": checkpoint_every,

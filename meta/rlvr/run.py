@@ -43,6 +43,8 @@ from envs.reasoning.tooluse import CALC_FAMILY, CalcOptions, make_calc_set, veri
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.arpo import BranchingRollout
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
+from meta.rlvr.dars_breadth import breadth_run_config
+from meta.rlvr.dart import DARTTrainer, make_dart_config
 from meta.rlvr.eepo import EEPO
 from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
 from meta.rlvr.guidance import make_guidance
@@ -77,6 +79,10 @@ class GRPORunConfig:
         guidance: Guidance controller spec for :func:`meta.rlvr.guidance.make_guidance`: ``guide:0.5`` (Guide's
             hinted resampling of all-wrong groups), ``seele:2`` (SEELE's fitted hint lengths) or
             ``hbpo:0.05,4,6,8,10`` (HBPO's budget subgroups; the ``scratch`` family); empty for none (the default).
+        dart: DART spec for :func:`meta.rlvr.dart.make_dart_config`, ``dart:1,4,8,1,process`` (asynchronous
+            rollout workers, bounded staleness) or ``dart_sync:4,8,1,process`` (the synchronous baseline); its
+            per-task counts replace ``allocator``; empty for the plain trainer (the default). A ``dars_b``
+            allocator sets ``grpo``'s breadth (:func:`meta.rlvr.dars_breadth.breadth_run_config`).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.
@@ -98,6 +104,7 @@ class GRPORunConfig:
     allocator: str = "uniform:8"
     token_controller: str = ""
     guidance: str = ""
+    dart: str = ""
     steps: int = 100
     eval_every: int = 10
     checkpoint_every: int = 10
@@ -178,7 +185,7 @@ class GRPORun:
         progress: bool = False,
         echo: Callable[[str], None] | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.cfg = cfg = breadth_run_config(cfg)  # DARS-B's breadth is part of the resolved config
         self.model_config = model_config
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
@@ -212,6 +219,12 @@ class GRPORun:
             tool=CalculatorTool(vocab, cfg.calc.call_operations) if calc else None,
             guidance=guidance,
         )
+        if cfg.dart:
+            if cfg.allocator != GRPORunConfig.allocator or cfg.token_controller or getattr(cfg, "guidance", "") or calc:
+                raise ValueError("DART sets its own per-task counts: no allocator, token controller, guidance, tool")
+            self.trainer = DARTTrainer(
+                model, vocab, pool, make_dart_config(cfg.dart), cfg.grpo, reward_fn=self.trainer.reward_fn
+            )
         self.evals: list[dict[str, float]] = []
         self.sessions = 1
         self.wall_seconds = 0.0
@@ -238,6 +251,8 @@ class GRPORun:
             rolloutlab.checkpoint.CheckpointError: The SFT checkpoint is missing or not an rlvr character model.
         """
         make_allocator(cfg.allocator)  # the cheapest check first: no model load for a typo in the spec
+        if cfg.dart:
+            make_dart_config(cfg.dart)
         if cfg.token_controller:
             _check_arpo(cfg, make_token_controller(cfg.token_controller))
         if cfg.guidance:
@@ -246,7 +261,8 @@ class GRPORun:
         run = cls(cfg, model, model_config, **kwargs)
         name = f"rlvr-{cfg.allocator}" + (f"-{cfg.token_controller}" if cfg.token_controller else "")
         name += f"-{cfg.guidance}" if cfg.guidance else ""
-        run.run_dir = make_run_dir(name, cfg.grpo.seed, root=root, config=cfg)
+        name += f"-{cfg.dart}" if cfg.dart else ""
+        run.run_dir = make_run_dir(name, cfg.grpo.seed, root=root, config=run.cfg)
         return run
 
     @classmethod
@@ -339,6 +355,9 @@ class GRPORun:
                 bar.update(1)
         finally:
             bar.close()
+            close = getattr(self.trainer, "close", None)  # DART: stop the rollout workers
+            if close is not None:
+                close()
             if logger is not None:
                 logger.close()
         self.wall_seconds = wall_before + time.perf_counter() - started
@@ -388,6 +407,9 @@ class GRPORun:
         for key, value in metrics.items():
             if key.startswith("cost/"):
                 logger.record(f"rollout/{key.removeprefix('cost/')}", value)
+        for key, value in metrics.items():
+            if key.startswith("async/"):  # DART: learner idle time and staleness
+                logger.record(key, value)
         for key in ("loss", "optimizer_steps", "clip_fraction", "ratio_min", "ratio_max"):
             logger.record(f"train/{key}", metrics[key])
         for key in ("temperature", "clip_low", "clip_high"):
