@@ -6,7 +6,10 @@ Both agents train on the same task stream (same seed) for the same env steps, th
 setting is evaluated with its EMA weights (its online weights are reported beside them). Each run checkpoints in
 ``runs/incontext-gate/`` and resumes after a kill; the result is ``results/gate.json``.
 
-    OMP_NUM_THREADS=1 nice -n 5 python experiments/incontext/gate.py --task bandit_5x100 --env-steps 32000
+    OMP_NUM_THREADS=1 nice -n 5 python experiments/incontext/gate.py --task bandit_5x100 --env-steps 60000
+
+``--ema-decay``, ``--tau`` and ``--lr-final-fraction`` (with their own ``--label`` and ``--out``) override single
+knobs of the new setting for an ablation; issue 7's run then resumes from its checkpoint and is only re-evaluated.
 """
 
 from __future__ import annotations
@@ -37,6 +40,14 @@ class Args:
     """Env-step budget of each run (the same for both)."""
     eval_tasks: int = 1000
     """Evaluation tasks (the same for both runs and the references)."""
+    ema_decay: float | None = None
+    """Override of the new setting's EMA decay (0: evaluate the online weights); ``None`` keeps amago_config's."""
+    tau: float | None = None
+    """Override of the new setting's target-critic Polyak rate; ``None`` keeps amago_config's 0.003."""
+    lr_final_fraction: float | None = None
+    """Override of the new setting's final learning-rate fraction (1.0: constant after warm-up)."""
+    label: str = "issue18"
+    """Name of the new setting's run (its run folder and key in the result); give overridden variants their own."""
     runs_root: str = "runs/incontext-gate"
     """Checkpoint folders of the two runs (a killed gate resumes from here)."""
     out: str = str(RESULTS / "gate.json")
@@ -45,7 +56,8 @@ class Args:
 
 def main(args: Args) -> None:
     set_torch_threads(1)
-    settings = {"issue7": issue7_config, "issue18": amago_config}
+    settings = {"issue7": issue7_config, args.label: amago_config}
+    overrides = {k: v for k in ("ema_decay", "tau", "lr_final_fraction") if (v := getattr(args, k)) is not None}
     out: dict[str, object] = {"args": dataclasses.asdict(args), "runs": {}}
     returns = {}
     for label, make in settings.items():
@@ -53,6 +65,8 @@ def main(args: Args) -> None:
         cfg = dataclasses.replace(
             make(args.task, args.seed, args.env_steps, None, args.eval_tasks), eval_every_steps=10**9
         )
+        if label != "issue7":
+            cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, **overrides))
         run = run_agent(cfg, Path(args.runs_root) / f"{args.task}_{label}_seed{args.seed}")
         returns[label] = np.asarray(run.pop("returns"))
         out["runs"][label] = run  # type: ignore[index]
@@ -65,10 +79,12 @@ def main(args: Args) -> None:
     refs = matched_references(args.task, args.eval_tasks)
     out["references"] = {k: float(v.mean()) for k, v in refs.items()}
     # Paired over evaluation tasks (both runs played the same tasks): mean difference and its 95 % bootstrap interval.
-    diff = paired_difference(returns["issue18"], returns["issue7"], rng=0)
-    out["paired_difference_issue18_minus_issue7"] = {k: float(v) for k, v in diff._asdict().items()}
+    diff = paired_difference(returns[args.label], returns["issue7"], rng=0)
+    out[f"paired_difference_{args.label}_minus_issue7"] = {k: float(v) for k, v in diff._asdict().items()}
     atomic_write_json(Path(args.out), out)
-    print(json.dumps({"references": out["references"], "difference": out["paired_difference_issue18_minus_issue7"]}))
+    print(
+        json.dumps({"references": out["references"], "difference": out[f"paired_difference_{args.label}_minus_issue7"]})
+    )
 
 
 if __name__ == "__main__":
