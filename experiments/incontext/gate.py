@@ -8,8 +8,9 @@ setting is evaluated with its EMA weights (its online weights are reported besid
 
     OMP_NUM_THREADS=1 nice -n 5 python experiments/incontext/gate.py --task bandit_5x100 --env-steps 60000
 
-``--ema-decay``, ``--tau`` and ``--lr-final-fraction`` (with their own ``--label`` and ``--out``) override single
-knobs of the new setting for an ablation; issue 7's run then resumes from its checkpoint and is only re-evaluated.
+``--ema-decay``, ``--tau``, ``--lr-final-fraction`` and any ``--train-override FIELD=VALUE`` /
+``--agent-override FIELD=VALUE`` (with their own ``--label`` and ``--out``) override single knobs of the new setting
+for an ablation; issue 7's run then resumes from its checkpoint and is only re-evaluated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import tyro
+import yaml
 
 from meta.incontext.matched import amago_config, issue7_config, matched_references, run_agent
 from rolloutlab.checkpoint import atomic_write_json
@@ -46,12 +48,27 @@ class Args:
     """Override of the new setting's target-critic Polyak rate; ``None`` keeps amago_config's 0.003."""
     lr_final_fraction: float | None = None
     """Override of the new setting's final learning-rate fraction (1.0: constant after warm-up)."""
+    train_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the new setting's TrainConfig (YAML values), e.g. ``exploration=per_actor``."""
+    agent_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the new setting's AgentConfig (YAML values), e.g. ``n_bins=33``."""
     label: str = "issue18"
     """Name of the new setting's run (its run folder and key in the result); give overridden variants their own."""
     runs_root: str = "runs/incontext-gate"
     """Checkpoint folders of the two runs (a killed gate resumes from here)."""
     out: str = str(RESULTS / "gate.json")
     """Where the result goes."""
+
+
+def parse_overrides(items: list[str]) -> dict[str, object]:
+    """``["a=1", "b=per_actor"]`` → ``{"a": 1, "b": "per_actor"}`` (values read as YAML scalars)."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"override {item!r} is not FIELD=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def main(args: Args) -> None:
@@ -66,7 +83,8 @@ def main(args: Args) -> None:
             make(args.task, args.seed, args.env_steps, None, args.eval_tasks), eval_every_steps=10**9
         )
         if label != "issue7":
-            cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, **overrides))
+            agent = dataclasses.replace(cfg.agent, **overrides, **parse_overrides(args.agent_override))
+            cfg = dataclasses.replace(cfg, agent=agent, **parse_overrides(args.train_override))
         run = run_agent(cfg, Path(args.runs_root) / f"{args.task}_{label}_seed{args.seed}")
         returns[label] = np.asarray(run.pop("returns"))
         out["runs"][label] = run  # type: ignore[index]
