@@ -81,7 +81,8 @@ def assert_same(a: Any, b: Any, where: str = "state") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-def _only_run_dir(root: Path) -> Path:
+def only_run_dir(root: Path) -> Path:
+    """The one run folder an ``--out`` root holds."""
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     return run_dir
 
@@ -115,12 +116,12 @@ def kill_and_resume(tmp_path: Path, preset: Path, steps: int) -> tuple[dict[str,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    killed = _only_run_dir(killed_root)
+    killed = only_run_dir(killed_root)
     killed_at = load_checkpoint(killed / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)["state"]["trainer"]["num_steps"]
     assert 0 < killed_at < steps
     result = CliRunner().invoke(app, ["train", "--no-progress", "--resume", str(killed)])
     assert result.exit_code == 0, result.output
     assert f"resumed {killed} at step {killed_at} of {steps}" in result.output
-    straight = load_checkpoint(_only_run_dir(tmp_path / "a") / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
+    straight = load_checkpoint(only_run_dir(tmp_path / "a") / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
     resumed = load_checkpoint(killed / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
     return straight, resumed

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from kill_resume import assert_same, only_run_dir
 from typer.testing import CliRunner
 
 from meta.rlvr.charlm import CharLMConfig
@@ -70,30 +71,10 @@ def _train(*args: str) -> Any:
     return result
 
 
-def _assert_same(a: Any, b: Any, where: str = "state") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for key in a:
-            _assert_same(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, list | tuple):
-        assert isinstance(b, list | tuple) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
-
-
-def _only_run_dir(root: Path) -> Path:
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
-    return run_dir
-
-
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, sft_checkpoint: Path) -> None:
     preset = _preset(tmp_path, sft_checkpoint)
     _train("--config", str(preset), "--out", str(tmp_path / "straight"))
-    straight = _only_run_dir(tmp_path / "straight")
+    straight = only_run_dir(tmp_path / "straight")
 
     killed_root = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -119,7 +100,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, sft_check
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    killed = _only_run_dir(killed_root)
+    killed = only_run_dir(killed_root)
     assert not (killed / "result.json").exists()
     at_kill = load_checkpoint(killed / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)["state"]
     killed_at = at_kill["trainer"]["num_steps"]
@@ -132,8 +113,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, sft_check
     b = load_checkpoint(killed / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
     assert a["config"] == b["config"]
     # Model, optimizer, RNGs, prompt order, statistics, buffer, costs and the evaluation curve: all bit-identical.
-    _assert_same(a["state"]["trainer"], b["state"]["trainer"], "trainer")
-    _assert_same(a["state"]["evals"], b["state"]["evals"], "evals")
+    assert_same(a["state"]["trainer"], b["state"]["trainer"], "trainer")
+    assert_same(a["state"]["evals"], b["state"]["evals"], "evals")
     assert b["state"]["sessions"] == 2 and a["state"]["sessions"] == 1
     assert b["state"]["trainer"]["buffer"]["store"], "the run never stored a correct response"
     start = load_checkpoint(sft_checkpoint)["state"]["model"]
@@ -174,7 +155,7 @@ def test_resume_refuses_what_is_not_an_rlvr_run(tmp_path: Path) -> None:
 def test_resume_before_the_first_checkpoint_and_of_a_finished_run(tmp_path: Path, sft_checkpoint: Path) -> None:
     preset = _preset(tmp_path, sft_checkpoint)
     _train("--config", str(preset), "--out", str(tmp_path / "a"), "--steps", "3", "--checkpoint-every", "0")
-    run_dir = _only_run_dir(tmp_path / "a")
+    run_dir = only_run_dir(tmp_path / "a")
     saved = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     _train("--resume", str(run_dir))  # finished: nothing changes
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == saved
@@ -186,4 +167,4 @@ def test_resume_before_the_first_checkpoint_and_of_a_finished_run(tmp_path: Path
     _train("--resume", str(fresh))
     a = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)["state"]
     b = load_checkpoint(fresh / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)["state"]
-    _assert_same(a["trainer"], b["trainer"], "trainer")
+    assert_same(a["trainer"], b["trainer"], "trainer")
