@@ -87,7 +87,24 @@ class ExactSmallPolicy:
         if hit is not None:
             return hit
         legal = model.legal_guesses(belief)
-        codes = model.table_t[belief.candidates][:, legal]  # (n, G)
+        is_cand = np.zeros(model.table.shape[0], dtype=bool)
+        is_cand[model.answer_rows[belief.candidates]] = True
+        # Candidates first, on an (n, n) slice instead of (n, all guesses): a guess that is not a candidate finishes
+        # nothing now, so its bound is 3n - m >= 2n. If a candidate already costs <= 2n, no other guess can beat it,
+        # and the candidates' own order is the full order restricted to them, so the answer is the same guess.
+        best = self._search(belief, left, legal[is_cand[legal]], is_cand, n)
+        if best[0] > 2 * n:
+            best = self._search(belief, left, legal, is_cand, n)
+        self._memo[key] = best
+        return best
+
+    def _search(
+        self, belief: WordleBelief, left: int, guesses: np.ndarray, is_cand: np.ndarray, n: int
+    ) -> tuple[int, int]:
+        """Branch and bound over ``guesses``: the least cost and the first guess (in increasing bound, candidates
+        first, then list order) attaining it."""
+        model = self.model
+        codes = model.table_t[belief.candidates][:, guesses]  # (n, G)
         solved = (codes == model.solved).sum(axis=0)
         ordered = np.sort(codes, axis=0)
         buckets = 1 + (ordered[1:] != ordered[:-1]).sum(axis=0) - (solved > 0)
@@ -97,20 +114,17 @@ class ExactSmallPolicy:
         keep = (solved > 0) | (buckets > 1)
         if left == 2:
             keep &= buckets == n - solved
-        legal, bound = legal[keep], bound[keep]
-        is_cand = np.zeros(model.table.shape[0], dtype=bool)
-        is_cand[model.answer_rows[belief.candidates]] = True
-        cand = is_cand[legal]
-        order = np.lexsort((legal, ~cand, bound))
+        guesses, bound = guesses[keep], bound[keep]
+        cand = is_cand[guesses]
+        order = np.lexsort((guesses, ~cand, bound))
         best: tuple[int, int] = (_INFEASIBLE, -1)
         for i in order.tolist():
             if bound[i] >= best[0]:
                 break
-            guess = int(legal[i])
+            guess = int(guesses[i])
             cost = self._guess_cost(belief, guess, left, best[0], int(bound[i]))
             if cost < best[0]:
                 best = (cost, guess)
-        self._memo[key] = best
         return best
 
     def _guess_cost(self, belief: WordleBelief, guess: int, left: int, cutoff: int, bound: int) -> int:

@@ -65,9 +65,25 @@ def test_branch_and_bound_matches_exhaustive_search(tiny: tuple[WordLists, np.nd
             assert guess == -1
             continue
         assert cost == expected
-        # The guess it returns attains the optimum.
+        # The guess it returns attains the optimum, and it is the first one that does in the documented order
+        # (lower bound 3n - 2s - m, candidates first, then list order), whichever shortcut found it.
         _, children = model.step(belief, guess)
         assert model.size(belief) + sum(_exhaustive(model, c, left - 1) for c in children) == expected
+        assert guess == _first_optimal(model, belief, left, expected)
+
+
+def _first_optimal(model: WordleModel, belief: WordleBelief, left: int, optimum: float) -> int:
+    """The first legal guess attaining ``optimum`` in increasing lower bound, candidates first, then list order."""
+    n = model.size(belief)
+    candidates = set(model.answer_rows[belief.candidates].tolist())
+    keyed = []
+    for guess in model.legal_guesses(belief).tolist():
+        finished, children = model.step(belief, guess)
+        if finished == 0 and len(children) == 1:
+            continue
+        cost = n + sum(_exhaustive(model, c, left - 1) for c in children)
+        keyed.append(((3 * n - 2 * finished - len(children), guess not in candidates, guess), cost))
+    return min(key for key, cost in keyed if cost == optimum)[2]
 
 
 def test_falls_back_to_the_heuristic_above_its_size(tiny: tuple[WordLists, np.ndarray]) -> None:
