@@ -391,6 +391,7 @@ class GRPOTrainer:
         self.ref_model = copy.deepcopy(model).eval() if self.cfg.kl_coef > 0 else None
         self.suppress = (vocab.pad_id, vocab.bos_id)
         self.num_steps = 0
+        self.last_solve_rates: list[float] = []
         self._order = self.rng.permutation(len(self.tasks))
         self._cursor = 0
 
@@ -633,6 +634,7 @@ class GRPOTrainer:
         """
         before = self.costs.as_dict()
         groups, entropies = self._rollout(self._draw(self.cfg.prompts_per_step))
+        generated_rewards = [[r.reward for r in g.responses if not r.reused] for g in groups]
         keep = self.allocator.keep([g.rewards for g in groups])
         kept = [g for g, k in zip(groups, keep, strict=True) if k]
         self._drop([g for g, k in zip(groups, keep, strict=True) if not k])
@@ -642,6 +644,7 @@ class GRPOTrainer:
         max_rounds = int(getattr(self.allocator, "max_rounds", 0))
         while self.allocator.refill and len(kept) < self.cfg.prompts_per_step and rounds < max_rounds:
             more, ent = self._rollout(self._draw(self.cfg.prompts_per_step - len(kept)))
+            generated_rewards += [[r.reward for r in g.responses if not r.reused] for g in more]
             entropies += ent
             keep = self.allocator.keep([g.rewards for g in more])
             kept += [g for g, k in zip(more, keep, strict=True) if k]
@@ -660,6 +663,9 @@ class GRPOTrainer:
         if self.temperature_controller is not None and entropies:
             self.temperature = self.temperature_controller.decide({"entropy": mean_entropy})
         self.num_steps += 1
+        # Solve rate of every group generated this step (refills included), for controllers that watch the
+        # distribution (the RLVR meta-MDP's solve-rate histogram, :mod:`meta.rlvr.meta_mdp`).
+        self.last_solve_rates = [float(np.mean(r)) for r in generated_rewards if r]
         generated = [r for g in groups for r in g.responses if not r.reused]
         rewards = [r.reward for r in generated]
         measures = response_measures(

@@ -283,6 +283,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             "groups_generated": sum(bool(g.completion_ids) for g in every),
             "groups_kept": len(kept) if learn else 0,
             "refill_rounds": rounds,
+            # Per-prompt solve rate of the generated responses (the RLVR meta-MDP's histogram, GroupSizeCallback).
+            "solve_rates": [float(np.mean(g.generated_correct())) for g in every if g.generated_correct()],
         }
         metrics = self._metrics["train"]
         for name, value in self.ledger.as_dict().items():

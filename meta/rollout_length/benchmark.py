@@ -226,12 +226,13 @@ _PRESET = Path(__file__).resolve().parents[2] / "experiments" / "meta" / "preset
 
 
 def _throughput() -> BenchLine:
-    from meta.rollout_length.env import MetaVecEnv
+    from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv
     from meta.rollout_length.train import MetaTrainConfig
     from rolloutlab.config import load_yaml
 
     started = time.perf_counter()
     cfg = load_yaml(MetaTrainConfig, _PRESET).env
+    assert isinstance(cfg, MetaEnvConfig), f"{_PRESET} is not a rollout-length preset"
     cfg.budget, cfg.phase_length = 2_800, 700
     runs = 2
     venv = MetaVecEnv(cfg, num_runs=runs, seed=0)

@@ -49,7 +49,9 @@ class LearnedController(RolloutLengthController):
         self.scales = self.env_config.scales()
         self.deterministic = deterministic
         self.actions = self.env_config.actions()
-        self.policy = _build_policy(state["algo"], list(state["net_arch"]), self.actions.space())
+        self.policy = build_meta_policy(
+            state["algo"], list(state["net_arch"]), observation_space(), self.actions.space()
+        )
         self.policy.load_state_dict(state["policy"])
         self.policy.set_training_mode(False)
         self.k = self.env_config.k_init
@@ -82,8 +84,12 @@ class LearnedController(RolloutLengthController):
         return f"LearnedController({self.path!r})"
 
 
-def _build_policy(algo: str, net_arch: list[int], act_space: Any) -> Any:
-    obs_space = observation_space()
+def build_meta_policy(algo: str, net_arch: list[int], obs_space: Any, act_space: Any) -> Any:
+    """An empty SB3 policy of the exported meta-agent's kind (``dqn`` or ``ppo``), for loading its ``state_dict``.
+
+    Raises:
+        CheckpointError: an unknown algorithm.
+    """
     if algo == "dqn":
         from stable_baselines3.dqn.policies import DQNPolicy
 

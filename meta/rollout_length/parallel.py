@@ -15,11 +15,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from meta.rollout_length.env import BatchedVecEnv, MetaEnvConfig, MetaVecEnv, observation_space
+from meta.mdp import BatchedVecEnv, MetaProblemConfig, MetaVecEnv
 from meta.rollout_length.inner import InnerFactory
 
 
@@ -36,7 +35,7 @@ class ChunkWorker:
 
     def __init__(
         self,
-        config: MetaEnvConfig,
+        config: MetaProblemConfig,
         num_runs: int,
         seed: int,
         round_index: int,
@@ -82,11 +81,11 @@ def _process_main(remote: Connection, parent: Connection, args: tuple[Any, ...])
 class _ChunkedMetaVecEnv(BatchedVecEnv):
     """Base: B runs split into chunks handled by workers; subclasses say how to call the workers."""
 
-    def __init__(self, sizes: Sequence[int], action_space: spaces.Discrete) -> None:
+    def __init__(self, sizes: Sequence[int], config: MetaProblemConfig) -> None:
         self.sizes = list(sizes)
         self.render_mode = None
         self._actions: np.ndarray | None = None
-        super().__init__(sum(self.sizes), observation_space(), action_space)
+        super().__init__(sum(self.sizes), config.observation_space(), config.actions().space())
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
@@ -129,7 +128,7 @@ class ProcessMetaVecEnv(_ChunkedMetaVecEnv):
 
     def __init__(
         self,
-        config: MetaEnvConfig,
+        config: MetaProblemConfig,
         num_runs: int,
         workers: int,
         seed: int = 0,
@@ -150,7 +149,7 @@ class ProcessMetaVecEnv(_ChunkedMetaVecEnv):
             self.remotes.append(parent)
             self.processes.append(process)
         self.closed = False
-        super().__init__(sizes, config.actions().space())
+        super().__init__(sizes, config)
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         for remote, payload in zip(self.remotes, payloads, strict=True):
@@ -178,7 +177,7 @@ class RayMetaVecEnv(_ChunkedMetaVecEnv):
 
     def __init__(
         self,
-        config: MetaEnvConfig,
+        config: MetaProblemConfig,
         num_runs: int,
         workers: int,
         address: str,
@@ -202,7 +201,7 @@ class RayMetaVecEnv(_ChunkedMetaVecEnv):
         self.actors: list[Any] = [
             actor_cls.remote(config, size, seed, round_index, w, inner_factory) for w, size in enumerate(sizes)
         ]
-        super().__init__(sizes, config.actions().space())
+        super().__init__(sizes, config)
 
     def _call_all(self, command: str, payloads: Sequence[Any]) -> list[Any]:
         if command == "reset":
@@ -218,7 +217,7 @@ class RayMetaVecEnv(_ChunkedMetaVecEnv):
 
 
 def make_meta_vec_env(
-    config: MetaEnvConfig,
+    config: MetaProblemConfig,
     num_runs: int,
     seed: int = 0,
     round_index: int = 0,

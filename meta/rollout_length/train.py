@@ -25,8 +25,8 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
+from meta.rlvr.meta_mdp import RLVRMetaConfig
 from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.features import FEATURE_NAMES
 from meta.rollout_length.inner import InnerFactory
 from meta.rollout_length.parallel import make_meta_vec_env
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
@@ -95,7 +95,9 @@ class MetaTrainConfig:
     """A meta-training run.
 
     Attributes:
-        env: The meta-MDP (inner env, budget, phase, K cap, inner learner settings).
+        env: The meta-MDP: the rollout-length one (:class:`~meta.rollout_length.env.MetaEnvConfig`: inner env,
+            budget, phase, K cap, inner learner settings) or the RLVR one (:class:`~meta.rlvr.meta_mdp.RLVRMetaConfig`:
+            GRPO's group size under a token budget). Both go through the same :mod:`meta.mdp` vector env.
         agent: The SB3 meta-agent.
         episodes: Meta-episodes (inner runs) to train on; rounded up to a multiple of ``runs_per_round``.
         runs_per_round: B, inner runs advanced together (batched in one learner per worker).
@@ -104,7 +106,7 @@ class MetaTrainConfig:
         seed: Seeds the meta-agent and every round's physics / inner seeds.
     """
 
-    env: MetaEnvConfig = field(default_factory=MetaEnvConfig)
+    env: MetaEnvConfig | RLVRMetaConfig = field(default_factory=MetaEnvConfig)
     agent: MetaAgentConfig = field(default_factory=MetaAgentConfig)
     episodes: int = 300
     runs_per_round: int = 10
@@ -379,8 +381,12 @@ class _RoundCallback(BaseCallback):
                 "final_j": float(info["final_j"]),
                 "return": float(info["episode"]["r"]),
                 "k_schedule": [int(k) for k in info["k_schedule"]],
-                "physics": {k: float(v) for k, v in info["physics"].items()},
             }
+            # What the run was drawn with: the rollout-length problem's physics, the RLVR problem's task domain.
+            if "physics" in info:
+                record["physics"] = {k: float(v) for k, v in info["physics"].items()}
+            if "domain" in info:
+                record["domain"] = dict(info["domain"])
             trainer.history.append(record)
             finals.append(float(info["final_j"]))
             ks.append([int(k) for k in info["k_schedule"]])
@@ -414,7 +420,7 @@ def export_policy(model: BaseAlgorithm, cfg: MetaTrainConfig, path: str | Path) 
         "algo": cfg.agent.algo,
         "policy": model.policy.state_dict(),
         "net_arch": list(cfg.agent.net_arch),
-        "feature_names": list(FEATURE_NAMES),
+        "feature_names": list(cfg.env.feature_names()),
     }
     return save_checkpoint(path, state, kind=POLICY_KIND, config={"env": to_dict(cfg.env)})
 
@@ -446,7 +452,8 @@ def plot_training(summary: dict[str, Any], path: str | Path) -> Path | None:
         ax2.plot(phases, mean, marker="o", label=label)
         ax2.fill_between(phases, mean - sd, mean + sd, alpha=0.2)
     ax2.set_xlabel("phase (decision)")
-    ax2.set_ylabel("rollout length K (mean ± s.d.)")
+    knob = "group size G" if summary["config"]["env"].get("problem_kind") == "rlvr_group_size" else "rollout length K"
+    ax2.set_ylabel(f"{knob} (mean ± s.d.)")
     ax2.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
