@@ -209,3 +209,27 @@ def test_a_rollout_length_policy_is_refused_by_the_rlvr_controller(tmp_path: Pat
     MetaTrainer(cfg, tmp_path, show_progress=False).train()
     with pytest.raises(CheckpointError, match="not an RLVR meta-policy"):
         LearnedGroupSize(tmp_path / "meta_policy.pt")
+
+
+def test_worker_processes_run_the_rlvr_meta_mdp_like_one_process() -> None:
+    from meta.rollout_length.parallel import ProcessMetaVecEnv, split_runs
+
+    pooled = ProcessMetaVecEnv(TINY, num_runs=2, workers=2, seed=9)
+    try:
+        pooled.reset()
+        # Worker w runs its chunk as a MetaVecEnv with stream w: the same runs one process makes with that stream.
+        alone = [MetaVecEnv(TINY, num_runs=n, seed=9, stream=w) for w, n in enumerate(split_runs(2, 2))]
+        for venv in alone:
+            venv.reset()
+        for _ in range(TINY.phases):
+            pooled.step_async(np.asarray([1, 0]))
+            _, rewards, dones, infos = pooled.step_wait()
+            expected = []
+            for venv, action in zip(alone, ([1], [0]), strict=True):
+                venv.step_async(np.asarray(action))
+                expected.append(venv.step_wait())
+            assert list(rewards) == [float(e[1][0]) for e in expected]
+            assert [i["feedback"] for i in infos] == [e[3][0]["feedback"] for e in expected]
+        assert dones.all()
+    finally:
+        pooled.close()
