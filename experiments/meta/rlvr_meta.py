@@ -12,14 +12,17 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
 2. Meta-training: SB3 DQN (the rollout-length meta-agent's settings), ``meta_episodes`` inner runs, checkpointed every
    round in ``results/rlvr_meta/train/`` (small: commit it to carry a run across sessions); the agent's values are
    checked against the Monte-Carlo returns of its replay buffer (``value_check``).
-3. The test: ``test_units`` held-out units (seeds from another stream, a held-out difficulty mix heavier on 3 digits
-   than any training average, the learning rate fixed at the benchmark's 3e-4), every arm on every unit, paired
+3. The test: ``test_units`` held-out units (seeds from another stream; one fixed difficulty mix, 0.15 / 0.25 / 0.6
+   over 1 / 2 / 3 digits, against the training runs' random mixes whose average is 1/3 each; the learning rate fixed
+   at the allocator benchmark's 3e-4), every arm on every unit, paired
    (:mod:`meta.rlvr.meta_eval`): fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's
    settings), a random meta-policy and META. Each finished run is filed into ``results/rlvr_meta/runs/`` at once.
 4. ``results/rlvr_meta.json``: per arm the final held-out accuracy (mean, IQM, rliable intervals) and tokens to a
    target, META against the best other arm (``compact.prob_improvement_vs_best``: rliable's probability of
    improvement of META's final accuracy over that arm's, with its interval; the paired mean difference and the
-   paired win rate beside it), and the target met or missed.
+   paired win rate beside it), and the target met or missed; the TRL transfer's summary
+   (``experiments/meta/rlvr_meta_trl.py`` → ``results/rlvr_meta_trl.json``, key ``meta_minus_best_heuristic``) is
+   copied under ``trl`` when it exists.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rlvr_meta.py                  # everything
     OMP_NUM_THREADS=1 python experiments/meta/rlvr_meta.py --no-test                   # meta-training only
@@ -81,6 +84,8 @@ class Args:
     """learning rate of the test runs (the allocator benchmark's)"""
     workers: int = 1
     """processes for the test runs"""
+    trl_summary: str = str(RESULTS / "rlvr_meta_trl.json")
+    """the TRL transfer's summary (experiments/meta/rlvr_meta_trl.py), copied under "trl" when it exists"""
 
 
 def meta_config(args: Args) -> RLVRMetaConfig:
@@ -238,6 +243,10 @@ def main(args: Args) -> None:
             f"target {'met' if c['target_met'] else 'missed'}",
             flush=True,
         )
+    trl = Path(args.trl_summary)
+    if trl.is_file():
+        # The transfer runs in its own script (TRL is slower); its summary is quoted here so that one file holds both.
+        out["trl"] = json.loads(trl.read_text())
     out["seconds_this_session"] = time.perf_counter() - start
     atomic_write_json(Path(args.summary), out)
 
