@@ -16,7 +16,8 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
    over 1 / 2 / 3 digits, against the training runs' random mixes whose average is 1/3 each; the learning rate fixed
    at the allocator benchmark's 3e-4), every arm on every unit, paired
    (:mod:`meta.rlvr.meta_eval`): fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's
-   settings), a random meta-policy and META. Each finished run is filed into ``results/rlvr_meta/runs/`` at once.
+   settings), a random meta-policy and META. Each finished run is filed into ``results/rlvr_meta/runs_<test_name>/``
+   at once.
 4. ``results/rlvr_meta.json``: per arm the final held-out accuracy (mean, IQM, rliable intervals) and tokens to a
    target, META against the best other arm (``compact.prob_improvement_vs_best``: rliable's probability of
    improvement of META's final accuracy over that arm's, with its interval; the paired mean difference and the
@@ -26,6 +27,9 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rlvr_meta.py                  # everything
     OMP_NUM_THREADS=1 python experiments/meta/rlvr_meta.py --no-test                   # meta-training only
+    # the same policy on held-out seeds of the training distribution (random mixes and learning rates):
+    OMP_NUM_THREADS=1 python experiments/meta/rlvr_meta.py --test-mix None --test-lr None --test-name in_distribution \\
+        --summary experiments/meta/results/rlvr_meta_in_distribution.json --trl-summary none
     OMP_NUM_THREADS=1 python experiments/meta/rlvr_meta.py --meta-episodes 24 --test-units 2 --out-dir /tmp/x  # smoke
 """
 
@@ -45,7 +49,7 @@ from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
-from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import to_dict
 from rolloutlab.statistics import iqm, mean_interval, paired_difference, probability_of_improvement
 from rolloutlab.threads import set_torch_threads
@@ -78,14 +82,17 @@ class Args:
     """held-out units (paired runs per arm)"""
     test_seed: int = 10_000
     """seed stream of the held-out units (disjoint from training's rounds)"""
-    test_mix: tuple[float, float, float] = (0.15, 0.25, 0.6)
-    """held-out difficulty mix over 1, 2, 3 digits"""
-    test_lr: float = 3e-4
-    """learning rate of the test runs (the allocator benchmark's)"""
+    test_mix: tuple[float, float, float] | None = (0.15, 0.25, 0.6)
+    """held-out difficulty mix over 1, 2, 3 digits (None: a random mix per unit, as in training)"""
+    test_lr: float | None = 3e-4
+    """learning rate of the test runs, the allocator benchmark's (None: drawn per unit as in training)"""
+    test_name: str = "heldout_mix"
+    """names the folder of the test's runs (runs_<name>/), so that several test protocols share one meta-training"""
     workers: int = 1
     """processes for the test runs"""
     trl_summary: str = str(RESULTS / "rlvr_meta_trl.json")
-    """the TRL transfer's summary (experiments/meta/rlvr_meta_trl.py), copied under "trl" when it exists"""
+    """the TRL transfer's summary (experiments/meta/rlvr_meta_trl.py), copied under "trl" when it exists ("none":
+    never)"""
 
 
 def meta_config(args: Args) -> RLVRMetaConfig:
@@ -94,8 +101,13 @@ def meta_config(args: Args) -> RLVRMetaConfig:
 
 
 def test_config(args: Args) -> RLVRMetaConfig:
-    """The held-out meta-MDP: same budget and grid, the held-out mix, a fixed learning rate."""
-    return replace(meta_config(args), mix=list(args.test_mix), lr_range=[args.test_lr, args.test_lr])
+    """The held-out meta-MDP: same budget and grid, the held-out mix and a fixed learning rate (where given)."""
+    cfg = meta_config(args)
+    if args.test_mix is not None:
+        cfg = replace(cfg, mix=list(args.test_mix))
+    if args.test_lr is not None:
+        cfg = replace(cfg, lr_range=[args.test_lr, args.test_lr])
+    return cfg
 
 
 def train_config(args: Args) -> MetaTrainConfig:
@@ -141,13 +153,14 @@ def meta_train(args: Args) -> dict[str, Any]:
     record["final_accuracy_first_quarter"] = float(np.mean([h["final_j"] for h in history[:quarter]]))
     record["final_accuracy_last_quarter"] = float(np.mean([h["final_j"] for h in history[-quarter:]]))
     record["g_schedule_last_quarter_mean"] = np.mean([h["k_schedule"] for h in history[-quarter:]], axis=0).tolist()
-    if trainer.model is not None:
-        record["value_check"] = value_check(trainer.model)
+    # The agent trained this session, or the saved one of a run reopened after it finished.
+    model = trainer.model if trainer.model is not None else trainer.load_agent()
+    record["value_check"] = value_check(model)
     return record
 
 
 def _run_file(args: Args, arm: str, unit: int) -> Path:
-    return Path(args.out_dir) / "runs" / f"{arm.replace(':', '')}__{unit}.json"
+    return Path(args.out_dir) / f"runs_{args.test_name}" / f"{arm.replace(':', '')}__{unit}.json"
 
 
 def _one(job: tuple[Args, str, int]) -> dict[str, Any]:
@@ -227,6 +240,41 @@ def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def table(out: dict[str, Any]) -> str:
+    """The compact test (and the TRL transfer, if present) as markdown."""
+    c = out["compact"]
+    lines = [
+        f"Compact trainer, {c['units']} held-out units, start accuracy {c['start_accuracy_mean']:.3f}:",
+        "",
+        "| arm | final accuracy (mean [95% CI]) | IQM | gain | tokens to target (median) | reached | tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm, e in c["arms"].items():
+        lo, hi = e["final_accuracy_ci"]
+        lines.append(
+            f"| {arm} | {e['final_accuracy_mean']:.3f} [{lo:.3f}, {hi:.3f}] | {e['final_accuracy_iqm']:.3f} | "
+            f"{e['gain_mean']:+.3f} | {e['tokens_to_target_median']:,.0f} | {e['reached_target']}/{c['units']} | "
+            f"{e['completion_tokens_mean']:,.0f} |"
+        )
+    poi, diff = c["prob_improvement_vs_best"], c["meta_minus_best_final_accuracy"]
+    lines += [
+        "",
+        f"- META vs the best other arm ({c['best_other_arm']}): probability of improvement {poi['point']:.2f} "
+        f"[{poi['ci'][0]:.2f}, {poi['ci'][1]:.2f}], paired difference {diff['point']:+.3f} "
+        f"[{diff['ci'][0]:+.3f}, {diff['ci'][1]:+.3f}], win rate {c['meta_win_rate_vs_best']:.2f}.",
+        f"- Target ({c['target']}): **{'met' if c['target_met'] else 'missed'}**.",
+    ]
+    trl = out.get("trl")
+    if trl is not None and "meta_minus_best_heuristic" in trl:
+        m = trl["meta_minus_best_heuristic"]
+        lines.append(
+            f"- Inside TRL (sort family): META minus the best heuristic arm {m['point']:+.3f} "
+            f"[{m['ci'][0]:+.3f}, {m['ci'][1]:+.3f}]; target (interval reaches 0 or above): "
+            f"**{'met' if trl.get('target_met') else 'missed'}**."
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(args: Args) -> None:
     set_torch_threads()
     start = time.perf_counter()
@@ -244,11 +292,13 @@ def main(args: Args) -> None:
             flush=True,
         )
     trl = Path(args.trl_summary)
-    if trl.is_file():
+    if args.trl_summary != "none" and trl.is_file():
         # The transfer runs in its own script (TRL is slower); its summary is quoted here so that one file holds both.
         out["trl"] = json.loads(trl.read_text())
     out["seconds_this_session"] = time.perf_counter() - start
     atomic_write_json(Path(args.summary), out)
+    if "compact" in out:
+        atomic_write_text(Path(args.summary).with_suffix(".md"), table(out))
 
 
 if __name__ == "__main__":

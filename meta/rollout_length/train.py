@@ -308,6 +308,23 @@ class MetaTrainer:
         self.wall_seconds = float(state["wall_seconds"])
         self.sessions = int(state["sessions"])
 
+    def load_agent(self) -> BaseAlgorithm:
+        """The meta-agent as saved in the run's checkpoint (policy, optimizer, counters, replay buffer), without
+        training: for diagnostics of a finished run (e.g. :func:`meta.rollout_length.diagnostics.value_check`).
+
+        Raises:
+            ValueError: the trainer was not made by :meth:`resume` (there is no checkpoint state to load).
+        """
+        if self._resume_state is None:
+            raise ValueError("load_agent needs a trainer made by MetaTrainer.resume(run_dir)")
+        from meta.mdp import MetaVecEnv
+
+        # The agent only needs the spaces; the vector env is never reset, so no inner run starts.
+        venv = MetaVecEnv(self.cfg.env, self.cfg.runs_per_round, self.cfg.seed, self.inner_factory)
+        model = build_agent(self.cfg, venv)
+        self._load(model, self._resume_state)
+        return model
+
     # -- training ------------------------------------------------------------------------------------------------
 
     def train(self) -> dict[str, Any]:

@@ -233,3 +233,19 @@ def test_worker_processes_run_the_rlvr_meta_mdp_like_one_process() -> None:
         assert dones.all()
     finally:
         pooled.close()
+
+
+def test_a_finished_meta_training_reopens_with_its_agent_for_diagnostics(trained_policy: Path) -> None:
+    from meta.rollout_length.diagnostics import value_check
+
+    trainer = MetaTrainer.resume(trained_policy.parent, show_progress=False)
+    summary = trainer.train()  # finished: nothing runs, no agent is built
+    assert trainer.model is None and summary["episodes_done"] == 4
+    agent = trainer.load_agent()
+    check = value_check(agent)
+    assert check["transitions"] == 4 * TINY.phases
+    exported = LearnedGroupSize(trained_policy).policy.state_dict()
+    for name, tensor in agent.policy.state_dict().items():
+        assert (tensor == exported[name]).all(), name
+    with pytest.raises(ValueError, match="resume"):
+        MetaTrainer(MetaTrainConfig(env=TINY), trained_policy.parent).load_agent()
