@@ -265,10 +265,25 @@ def table(out: dict[str, Any]) -> str:
         f"- Target ({c['target']}): **{'met' if c['target_met'] else 'missed'}**.",
     ]
     trl = out.get("trl")
-    if trl is not None and "meta_minus_best_heuristic" in trl:
+    if trl is not None and trl.get("meta_minus_best_heuristic") is not None:
+        lines += [
+            "",
+            f"Inside TRL, {trl['family']} family, {len(trl['seeds_complete'])} paired seeds, start accuracy "
+            f"{trl['start_accuracy_mean']:.3f}:",
+            "",
+            "| arm | final accuracy (mean [95% CI]) | GRPO steps | tokens |",
+            "|---|---|---|---|",
+        ]
+        for arm, e in trl["arms"].items():
+            lo, hi = e["final_accuracy_ci"]
+            lines.append(
+                f"| {arm} | {e['final_accuracy_mean']:.3f} [{lo:.3f}, {hi:.3f}] | {e['grpo_steps_mean']:.0f} | "
+                f"{e['completion_tokens_mean']:,.0f} |"
+            )
         m = trl["meta_minus_best_heuristic"]
+        lines.append("")
         lines.append(
-            f"- Inside TRL (sort family): META minus the best heuristic arm {m['point']:+.3f} "
+            f"- Inside TRL: META minus the best heuristic arm ({trl['best_heuristic']}) {m['point']:+.3f} "
             f"[{m['ci'][0]:+.3f}, {m['ci'][1]:+.3f}]; target (interval reaches 0 or above): "
             f"**{'met' if trl.get('target_met') else 'missed'}**."
         )

@@ -249,3 +249,23 @@ def test_a_finished_meta_training_reopens_with_its_agent_for_diagnostics(trained
         assert (tensor == exported[name]).all(), name
     with pytest.raises(ValueError, match="resume"):
         MetaTrainer(MetaTrainConfig(env=TINY), trained_policy.parent).load_agent()
+
+
+def test_the_committed_rlvr_meta_table_is_generated_from_its_json_and_quoted() -> None:
+    import json
+
+    from script_modules import REPO, load_script
+
+    script = load_script(REPO / "experiments" / "meta" / "rlvr_meta.py")
+    results = REPO / "experiments" / "meta" / "results"
+    summary = json.loads((results / "rlvr_meta.json").read_text())
+    table = script.table(summary)
+    assert (results / "rlvr_meta.md").read_text() == table
+    assert table in (REPO / "docs" / "meta.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    compact, trl = summary["compact"], summary["trl"]
+    poi = compact["prob_improvement_vs_best"]
+    assert f"{poi['point']:.2f} [{poi['ci'][0]:.2f}, {poi['ci'][1]:.2f}]" in readme
+    m = trl["meta_minus_best_heuristic"]
+    assert f"{m['point']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]".replace("-", "−") in readme
+    assert compact["target_met"] is False and trl["target_met"] is False and "**missed**" in readme
