@@ -51,7 +51,14 @@ from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import to_dict
-from rolloutlab.statistics import iqm, mean_interval, paired_difference, probability_of_improvement
+from rolloutlab.statistics import (
+    bootstrap_interval,
+    interval_estimates,
+    iqm,
+    mean_interval,
+    paired_difference,
+    probability_of_improvement,
+)
 from rolloutlab.threads import set_torch_threads
 
 HERE = Path(__file__).resolve().parent
@@ -202,17 +209,25 @@ def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:
     # Tokens to target: per unit, half of the largest gain any arm made on it (a target every unit has).
     best_final = np.max(np.stack([final[a] for a in arms]), axis=0)
     targets = start + 0.5 * (best_final - start)
+    # rliable's IQM with its stratified-bootstrap interval (one task, the units as runs).
+    iqms = interval_estimates(final, {"iqm": iqm}, seed=0)
     out_arms: dict[str, Any] = {}
     for i, a in enumerate(arms):
         ci = mean_interval(final[a], rng=i)
         arm_runs = {r["unit"]: r for r in runs if r["arm"] == a}
         reached = [tokens_to_target(arm_runs[u], float(targets[u])) for u in units]
+        # A unit that never reached its target counts as infinitely many tokens, so the median's interval is
+        # infinite on the side where too many units missed.
+        tokens = np.asarray([np.inf if t is None else t for t in reached])
+        tci = bootstrap_interval([tokens], np.median, paired=False, rng=i)
         out_arms[a] = {
             "final_accuracy_mean": float(final[a].mean()),
             "final_accuracy_ci": [ci.low, ci.high],
             "final_accuracy_iqm": float(iqm(final[a])),
+            "final_accuracy_iqm_ci": [iqms[a]["iqm"].low, iqms[a]["iqm"].high],
             "gain_mean": float((final[a] - start).mean()),
-            "tokens_to_target_median": float(np.median([np.inf if t is None else t for t in reached])),
+            "tokens_to_target_median": float(np.median(tokens)),
+            "tokens_to_target_median_ci": [float(tci.low), float(tci.high)],
             "reached_target": int(sum(t is not None for t in reached)),
             "completion_tokens_mean": float(np.mean([arm_runs[u]["completion_tokens"] for u in units])),
             "g_schedules": [arm_runs[u]["g_schedule"] for u in units] if a in ("meta", "random") else None,
@@ -240,20 +255,28 @@ def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _tokens(x: float) -> str:
+    return "never" if not np.isfinite(x) else f"{x:,.0f}"
+
+
 def table(out: dict[str, Any]) -> str:
     """The compact test (and the TRL transfer, if present) as markdown."""
     c = out["compact"]
     lines = [
         f"Compact trainer, {c['units']} held-out units, start accuracy {c['start_accuracy_mean']:.3f}:",
         "",
-        "| arm | final accuracy (mean [95% CI]) | IQM | gain | tokens to target (median) | reached | tokens |",
+        "| arm | final accuracy (mean [95% CI]) | IQM [95% CI] | gain | tokens to target (median [95% CI]) | reached "
+        "| tokens |",
         "|---|---|---|---|---|---|---|",
     ]
     for arm, e in c["arms"].items():
         lo, hi = e["final_accuracy_ci"]
+        ilo, ihi = e["final_accuracy_iqm_ci"]
+        tlo, thi = e["tokens_to_target_median_ci"]
         lines.append(
-            f"| {arm} | {e['final_accuracy_mean']:.3f} [{lo:.3f}, {hi:.3f}] | {e['final_accuracy_iqm']:.3f} | "
-            f"{e['gain_mean']:+.3f} | {e['tokens_to_target_median']:,.0f} | {e['reached_target']}/{c['units']} | "
+            f"| {arm} | {e['final_accuracy_mean']:.3f} [{lo:.3f}, {hi:.3f}] | {e['final_accuracy_iqm']:.3f} "
+            f"[{ilo:.3f}, {ihi:.3f}] | {e['gain_mean']:+.3f} | {_tokens(e['tokens_to_target_median'])} "
+            f"[{_tokens(tlo)}, {_tokens(thi)}] | {e['reached_target']}/{c['units']} | "
             f"{e['completion_tokens_mean']:,.0f} |"
         )
     poi, diff = c["prob_improvement_vs_best"], c["meta_minus_best_final_accuracy"]
