@@ -83,6 +83,10 @@ class Args:
     """inner runs per meta-training round (one checkpoint per round)"""
     train_seed: int = 0
     """seed of the meta-agent and of the training domains"""
+    train_workers: int = 1
+    """worker processes sharing each meta-training round's inner runs (part of the run's config)"""
+    ray_address: str | None = None
+    """a Ray cluster for the meta-training workers (``auto``, ``ray://HOST:10001``; part of the run's config)"""
     test: bool = True
     """run the test arms once meta-training has finished"""
     test_units: int = 20
@@ -123,6 +127,8 @@ def train_config(args: Args) -> MetaTrainConfig:
         agent=MetaAgentConfig(),
         episodes=args.meta_episodes,
         runs_per_round=args.runs_per_round,
+        workers=args.train_workers,
+        ray_address=args.ray_address,
         seed=args.train_seed,
     )
     # The replay buffer holds every meta-transition (value_check reads it in order) and no more, so the checkpoint
