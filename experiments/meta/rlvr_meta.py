@@ -243,6 +243,8 @@ def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:
     poi = probability_of_improvement(final["meta"], final[best], seed=0)
     diff = paired_difference(final["meta"], final[best], rng=0)
     wins = float(np.mean((final["meta"] > final[best]) + 0.5 * (final["meta"] == final[best])))
+    # Did the meta-agent learn anything at all: META against the random meta-policy, paired.
+    vs_random = paired_difference(final["meta"], final["random"], rng=1)
     met = poi.low > 0.5
     return {
         "command": "OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rlvr_meta.py",
@@ -255,6 +257,7 @@ def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "prob_improvement_vs_best": {"point": poi.value, "ci": [poi.low, poi.high]},
             "meta_minus_best_final_accuracy": {"point": diff.value, "ci": [diff.low, diff.high]},
             "meta_win_rate_vs_best": wins,
+            "meta_minus_random_final_accuracy": {"point": vs_random.value, "ci": [vs_random.low, vs_random.high]},
             "target": "prob_improvement_vs_best above 0.5 with its interval excluding 0.5",
             "target_met": bool(met),
         },
@@ -286,11 +289,14 @@ def table(out: dict[str, Any]) -> str:
             f"{e['completion_tokens_mean']:,.0f} |"
         )
     poi, diff = c["prob_improvement_vs_best"], c["meta_minus_best_final_accuracy"]
+    vs_random = c["meta_minus_random_final_accuracy"]
     lines += [
         "",
         f"- META vs the best other arm ({c['best_other_arm']}): probability of improvement {poi['point']:.2f} "
         f"[{poi['ci'][0]:.2f}, {poi['ci'][1]:.2f}], paired difference {diff['point']:+.3f} "
         f"[{diff['ci'][0]:+.3f}, {diff['ci'][1]:+.3f}], win rate {c['meta_win_rate_vs_best']:.2f}.",
+        f"- META minus the random meta-policy: {vs_random['point']:+.3f} "
+        f"[{vs_random['ci'][0]:+.3f}, {vs_random['ci'][1]:+.3f}].",
         f"- Target ({c['target']}): **{'met' if c['target_met'] else 'missed'}**.",
     ]
     trl = out.get("trl")

@@ -269,3 +269,22 @@ def test_the_committed_rlvr_meta_table_is_generated_from_its_json_and_quoted() -
     m = trl["meta_minus_best_heuristic"]
     assert f"{m['point']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]".replace("-", "−") in readme
     assert compact["target_met"] is False and trl["target_met"] is False and "**missed**" in readme
+
+
+def test_the_in_distribution_table_is_generated_from_its_json_and_quoted() -> None:
+    import json
+
+    from script_modules import REPO, load_script
+
+    script = load_script(REPO / "experiments" / "meta" / "rlvr_meta.py")
+    results = REPO / "experiments" / "meta" / "results"
+    summary = json.loads((results / "rlvr_meta_in_distribution.json").read_text())
+    assert summary["args"]["test_mix"] is None and summary["args"]["test_lr"] is None
+    table = script.table(summary)
+    assert (results / "rlvr_meta_in_distribution.md").read_text() == table
+    assert table in (REPO / "docs" / "meta.md").read_text()
+    vs_random = summary["compact"]["meta_minus_random_final_accuracy"]
+    assert (
+        f"{vs_random['point']:+.3f} [{vs_random['ci'][0]:+.3f}, {vs_random['ci'][1]:+.3f}]"
+        in (REPO / "README.md").read_text()
+    )
