@@ -39,14 +39,17 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if origin is typing.Union or origin is types.UnionType:
         if value is None and type(None) in args:
             return None
+        reasons = []
         for option in args:
             if option is type(None):
                 continue
             try:
                 return _convert(value, option, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+            except ConfigError as exc:
+                reasons.append(f"as {_type_name(option)}: {exc}")
+        # Every option's own reason: for a union of dataclasses the one meant is usually the first that knows the
+        # keys, and its check (a bad grid, a bad range) is what the user has to see.
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({'; '.join(reasons)})")
     if origin is typing.Literal:
         if value not in args:
             raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")

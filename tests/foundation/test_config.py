@@ -68,3 +68,29 @@ def test_yaml_round_trip_and_file_errors(tmp_path: Path) -> None:
         load_yaml(Cfg, tmp_path / "typo.yaml")
     with pytest.raises(ConfigError, match="not found"):
         load_yaml(Cfg, tmp_path / "missing.yaml")
+
+
+@dataclass
+class Left:
+    k: int = 1
+
+    def __post_init__(self) -> None:
+        if self.k > 3:
+            raise ValueError(f"k must be <= 3, got {self.k}")
+
+
+@dataclass
+class Right:
+    g: int = 2
+
+
+@dataclass
+class Either:
+    part: Left | Right = field(default_factory=Left)
+
+
+def test_a_union_of_dataclasses_picks_the_option_that_fits_and_says_why_none_did() -> None:
+    assert from_dict(Either, {"part": {"g": 4}}).part == Right(4)
+    assert from_dict(Either, {"part": {"k": 2}}).part == Left(2)
+    with pytest.raises(ConfigError, match=r"as Left: part: k must be <= 3, got 7; as Right: unknown field"):
+        from_dict(Either, {"part": {"k": 7}})
