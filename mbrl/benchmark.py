@@ -777,28 +777,43 @@ def summarize_threshold(
 # --- final return -----------------------------------------------------------------------------------------------
 
 
+#: Fewest paired seeds a final-return verdict is given on (the issue's ">= 3 seeds"): with one pair the bootstrap
+#: interval is a single point and "excludes zero" says nothing.
+MIN_PAIRED_SEEDS = 3
+
+
 def final_return_difference(
-    a: Sequence[float], b: Sequence[float], rng: np.random.Generator, resamples: int = 10_000, level: float = 0.95
+    a: Sequence[float],
+    b: Sequence[float],
+    rng: np.random.Generator,
+    resamples: int = 10_000,
+    level: float = 0.95,
+    min_pairs: int = MIN_PAIRED_SEEDS,
 ) -> dict[str, Any]:
     """Mean of the paired differences ``a[i] - b[i]`` with a paired percentile-bootstrap interval.
 
     The pairs (seeds) are resampled together: :func:`rolloutlab.statistics.mean_interval` of the differences.
-    ``met``: the interval excludes zero and the mean is positive.
+    ``met``: at least ``min_pairs`` pairs, the interval excludes zero and the mean is positive.
 
     Returns:
-        ``{"differences", "mean", "ci": [low, high], "met"}``.
+        ``{"differences", "mean", "ci": [low, high], "met"}``, plus ``"verdict": "too few seeds"`` below
+        ``min_pairs`` pairs.
     """
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if diff.size == 0:
         raise ValueError("final_return_difference needs at least one pair")
     estimate = mean_interval(diff, rng=rng, n_resamples=resamples, level=level)
     low, high = estimate.low, estimate.high
-    return {
+    enough = diff.size >= min_pairs
+    out: dict[str, Any] = {
         "differences": diff.tolist(),
         "mean": estimate.value,
         "ci": [low, high],
-        "met": bool((low > 0.0 or high < 0.0) and estimate.value > 0.0),
+        "met": bool(enough and (low > 0.0 or high < 0.0) and estimate.value > 0.0),
     }
+    if not enough:
+        out["verdict"] = f"too few seeds ({diff.size} < {min_pairs}): no verdict yet"
+    return out
 
 
 def summarize_final(

@@ -176,6 +176,8 @@ def test_only_seeds_every_arm_has_are_compared() -> None:
 
 def test_final_return_difference() -> None:
     rng = np.random.default_rng(0)
+    one = final_return_difference([1700.0], [40.0], rng)
+    assert one["mean"] == 1660.0 and not one["met"] and "too few seeds" in one["verdict"]
     up = final_return_difference([110.0, 120.0, 130.0], [100.0, 100.0, 100.0], rng)
     assert up["differences"] == [10.0, 20.0, 30.0] and up["mean"] == pytest.approx(20.0)
     assert 10.0 <= up["ci"][0] < 20.0 < up["ci"][1] <= 30.0 and up["met"] is True
