@@ -58,7 +58,6 @@ import numpy as np
 import torch
 import tyro
 
-from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, Uniform
 from meta.rlvr.benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
 from meta.rlvr.charlm import load_model
@@ -161,12 +160,6 @@ def run_file(args: Args, arm: str, seed: int) -> Path:
 def run_one(arm: str, seed: int, phases: int, args: Args) -> dict[str, Any]:
     """Train one arm on sort through TRL to the token budget; held-out accuracy at every phase mark."""
     set_torch_threads()
-    from datasets import Dataset
-    from trl import GRPOConfig
-
-    from meta.rlvr.tokenizer import CharTokenizer
-    from meta.rlvr.trl import AllocatingGRPOTrainer
-
     pool, held_out = bench.family_tasks(FAMILY, benchmark_args(args))
     torch.manual_seed(seed)
     model, _, _ = load_model(args.sort_checkpoint)
@@ -174,42 +167,23 @@ def run_one(arm: str, seed: int, phases: int, args: Args) -> dict[str, Any]:
     allocator: Allocator = Uniform(controller.g) if controller is not None else ARMS[arm]()
     described = allocator.describe()
 
-    def exact_match(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> list[float]:
-        return [verify(Task(p, a, FAMILY, 0), c) for p, c, a in zip(prompts, completions, answer, strict=True)]
-
     def evaluate() -> float:
         return float(bench.greedy_accuracy(model, held_out, args.max_new_tokens))
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = GRPOConfig(
-            output_dir=tmp,
-            per_device_train_batch_size=args.prompts_per_step * 8,
-            num_generations=8,
-            max_completion_length=args.max_new_tokens,
+        trainer = bench.make_trainer(
+            model,
+            pool,
+            allocator,
+            FAMILY,
+            tmp,
+            seed,
+            prompts_per_step=args.prompts_per_step,
+            max_new_tokens=args.max_new_tokens,
+            lr=args.lr,
             # Every step generates at least one token, so the budget stops each run long before this bound.
             max_steps=args.token_budget,
-            learning_rate=args.lr,
             lr_scheduler_type="constant",
-            loss_type="dapo",
-            epsilon=0.2,
-            epsilon_high=0.28,  # the compact trainer's clip-higher bounds
-            beta=0.0,
-            temperature=1.0,
-            logging_steps=args.token_budget,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=True,
-            seed=seed,
-            disable_tqdm=True,
-        )
-        trainer = AllocatingGRPOTrainer(
-            model=model,
-            reward_funcs=[exact_match],
-            args=config,
-            train_dataset=Dataset.from_dict({"prompt": [t.prompt for t in pool], "answer": [t.answer for t in pool]}),
-            processing_class=CharTokenizer(),
-            allocator=allocator,
-            correctness_reward="exact_match",
         )
         callback: TokenBudgetCallback
         if controller is not None:

@@ -151,23 +151,73 @@ def greedy_accuracy(model: torch.nn.Module, tasks: list[Task], max_new_tokens: i
     return correct / len(tasks)
 
 
-def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args) -> dict[str, Any]:
-    """Train one arm through TRL with the adapter; returns the curve of accuracy against the ledger."""
-    set_torch_threads()
+def make_trainer(
+    model: torch.nn.Module,
+    pool: list[Task],
+    allocator: Any,
+    family: str,
+    output_dir: str,
+    seed: int,
+    *,
+    prompts_per_step: int,
+    max_new_tokens: int,
+    lr: float,
+    max_steps: int,
+    callbacks: list[Any] | None = None,
+    **config: Any,
+) -> Any:
+    """The benchmark's ``AllocatingGRPOTrainer`` on ``pool`` with an exact-match verifier (also used by
+    ``experiments/meta/rlvr_meta_trl.py``); ``config`` overrides or adds TRL ``GRPOConfig`` settings."""
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import GRPOConfig
 
     from meta.rlvr.tokenizer import CharTokenizer
     from meta.rlvr.trl import AllocatingGRPOTrainer
 
+    def exact_match(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> list[float]:
+        return [verify(Task(p, a, family, 0), c) for p, c, a in zip(prompts, completions, answer, strict=True)]
+
+    settings: dict[str, Any] = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=prompts_per_step * 8,
+        num_generations=8,
+        max_completion_length=max_new_tokens,
+        max_steps=max_steps,
+        learning_rate=lr,
+        loss_type="dapo",
+        epsilon=0.2,
+        epsilon_high=0.28,  # the compact trainer's clip-higher bounds
+        beta=0.0,
+        temperature=1.0,
+        logging_steps=max_steps,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=seed,
+        disable_tqdm=True,
+    )
+    settings.update(config)
+    return AllocatingGRPOTrainer(
+        model=model,
+        reward_funcs=[exact_match],
+        args=GRPOConfig(**settings),
+        train_dataset=Dataset.from_dict({"prompt": [t.prompt for t in pool], "answer": [t.answer for t in pool]}),
+        processing_class=CharTokenizer(),
+        allocator=allocator,
+        correctness_reward="exact_match",
+        callbacks=callbacks,
+    )
+
+
+def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args) -> dict[str, Any]:
+    """Train one arm through TRL with the adapter; returns the curve of accuracy against the ledger."""
+    set_torch_threads()
+    from transformers import TrainerCallback
+
     pool, held_out = family_tasks(family, args)
     torch.manual_seed(seed)
     model, _, _ = load_model(checkpoint)
     allocator = ARMS[arm]()
-
-    def exact_match(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> list[float]:
-        return [verify(Task(p, a, family, 0), c) for p, c, a in zip(prompts, completions, answer, strict=True)]
 
     curve: list[dict[str, Any]] = []
 
@@ -184,33 +234,17 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args) -> di
                 model.train()
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = GRPOConfig(
-            output_dir=tmp,
-            per_device_train_batch_size=args.prompts_per_step * 8,
-            num_generations=8,
-            max_completion_length=args.max_new_tokens,
+        trainer = make_trainer(
+            model,
+            pool,
+            allocator,
+            family,
+            tmp,
+            seed,
+            prompts_per_step=args.prompts_per_step,
+            max_new_tokens=args.max_new_tokens,
+            lr=args.lr,
             max_steps=args.steps,
-            learning_rate=args.lr,
-            loss_type="dapo",
-            epsilon=0.2,
-            epsilon_high=0.28,  # the compact trainer's clip-higher bounds
-            beta=0.0,
-            temperature=1.0,
-            logging_steps=args.steps,
-            save_strategy="no",
-            report_to="none",
-            use_cpu=True,
-            seed=seed,
-            disable_tqdm=True,
-        )
-        trainer = AllocatingGRPOTrainer(
-            model=model,
-            reward_funcs=[exact_match],
-            args=config,
-            train_dataset=Dataset.from_dict({"prompt": [t.prompt for t in pool], "answer": [t.answer for t in pool]}),
-            processing_class=CharTokenizer(),
-            allocator=allocator,
-            correctness_reward="exact_match",
             callbacks=[Evaluate()],
         )
         curve.append(
