@@ -112,6 +112,14 @@ class HardHints:
     greens: tuple[int, ...]
     min_counts: tuple[int, ...]
 
+    def __hash__(self) -> int:
+        # Hints key the planners' memo tables (millions of lookups in hard mode): hash the 31 numbers once.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.greens, self.min_counts))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     @classmethod
     def empty(cls, length: int) -> HardHints:
         """No hints yet, for words of ``length`` letters."""

@@ -3,9 +3,9 @@
 Easy mode: every one of the 105 listed openers; hard mode: the 20 best of the 101 listed. Each opener is evaluated
 exactly over all 2315 original answers with the documented configuration of its mode (``DEFAULT_TOP_K``,
 ``DEFAULT_SECOND_TOP_K`` and ``DEFAULT_EXACT_UP_TO`` of ``planning.wordle.solver``: rollout over GEP, k = 10,
-100 contenders at the second guess and exact play on beliefs of at most 20 answers easy; k = 5, 30 at the second
+100 contenders at the second guess and exact play on beliefs of at most 20 answers easy; k = 5, 100 at the second
 guess and exact play on beliefs of at most 40 answers hard), the same code as ``rolloutlab wordle bench --top-k 10
---second-top-k 100 --exact-up-to 20 --opener WORD`` (hard: ``--mode hard --top-k 5 --second-top-k 30 --exact-up-to
+--second-top-k 100 --exact-up-to 20 --opener WORD`` (hard: ``--mode hard --top-k 5 --second-top-k 100 --exact-up-to
 40``). The optima are facts from Selby's published tables
 (``experiments/wordle/optima/SOURCE.md``).
 

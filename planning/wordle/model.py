@@ -94,6 +94,11 @@ class WordleModel:
             children.append((code, WordleBelief(belief.candidates[order[s:e]], hints)))
         return int(finished), children
 
+    def child(self, belief: WordleBelief, guess: int, code: int, candidates: np.ndarray) -> WordleBelief:
+        """The child of ``belief`` after ``guess`` showed ``code``, given its ``candidates`` (sorted answer indices)."""
+        hints = None if belief.hints is None else self._next_hints(belief.hints, self.lists.allowed[guess], code)
+        return WordleBelief(candidates, hints)
+
     def _next_hints(self, hints: HardHints, guess: str, code: int) -> HardHints:
         key = (hints, guess, code)
         out = self._hints_memo.get(key)
