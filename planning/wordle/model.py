@@ -84,14 +84,12 @@ class WordleModel:
         starts = (np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1).tolist()
         finished = 0
         children = []
-        guess_word = self.lists.allowed[guess]
         for s, e in zip([0, *starts], [*starts, len(codes)], strict=True):
             code = int(sorted_codes[s])
             if code == self.solved:
                 finished = e - s
                 continue
-            hints = None if belief.hints is None else self._next_hints(belief.hints, guess_word, code)
-            children.append((code, WordleBelief(belief.candidates[order[s:e]], hints)))
+            children.append((code, self.child(belief, guess, code, belief.candidates[order[s:e]])))
         return int(finished), children
 
     def child(self, belief: WordleBelief, guess: int, code: int, candidates: np.ndarray) -> WordleBelief:
@@ -112,6 +110,4 @@ class WordleModel:
 
     def observe(self, belief: WordleBelief, guess: int, code: int) -> WordleBelief:
         """The belief after ``guess`` was answered with pattern ``code`` (possibly with no candidates left)."""
-        keep = self.table[guess, belief.candidates] == code
-        hints = None if belief.hints is None else self._next_hints(belief.hints, self.lists.allowed[guess], code)
-        return WordleBelief(belief.candidates[keep], hints)
+        return self.child(belief, guess, code, belief.candidates[self.table[guess, belief.candidates] == code])
