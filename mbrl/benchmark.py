@@ -830,7 +830,8 @@ def summarize_final(
         ``final_return_mean``, ``final_step``, ``seconds``, ``seconds_median``, ``eval_seconds``,
         ``seconds_per_1k_steps``), ``final_eval_at_budget`` (every final evaluation was taken at the budget),
         ``mbpo_arm``, ``mbpo_minus_sac_same_utd`` (``None`` without both arms) and
-        ``mbpo_minus_sac_same_utd_by_mbpo_arm``.
+        ``mbpo_minus_sac_same_utd_by_mbpo_arm``; with a ``sac_utd1`` arm also ``mbpo_minus_sac_utd1``, the same
+        paired difference against SAC at one update per step (context, no target, so no ``met``).
     """
     arm_names, seeds, by = _common_seeds(runs)
     arms: dict[str, Any] = {}
@@ -866,6 +867,11 @@ def summarize_final(
     best = max(mbpo, key=lambda a: (arms[a]["final_return_mean"], -mbpo.index(a)))
     entry["mbpo_arm"] = best
     entry["mbpo_minus_sac_same_utd"] = entry["mbpo_minus_sac_same_utd_by_mbpo_arm"][best]
+    if SAC_UTD1 in arms and arms[SAC_UTD1]["final_return_mean"] is not None:
+        # Context, not a target: SAC at one update per step tells whether same-UTD SAC lost to the model or to its
+        # own update ratio (high replay ratios can hurt SAC without resets; Nikishin et al. 2022).
+        diff = final_return_difference(arms[best]["final_return"], arms[SAC_UTD1]["final_return"], rng)
+        entry["mbpo_minus_sac_utd1"] = {"mbpo_arm": best, **{k: v for k, v in diff.items() if k != "met"}}
     return entry
 
 
@@ -1130,6 +1136,13 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"| {hc['env']} | | | **mbpo_minus_sac_same_utd** (MBPO = {hc['mbpo_arm']}) | "
                 f"{', '.join(_fmt(d) for d in diff['differences'])} | {diff['mean']:.0f} "
                 f"[{diff['ci'][0]:.0f}, {diff['ci'][1]:.0f}] (target > 0: {'met' if diff['met'] else 'not met'}) | |"
+            )
+        context = hc.get("mbpo_minus_sac_utd1")
+        if context is not None:
+            lines.append(
+                f"| {hc['env']} | | | mbpo_minus_sac_utd1 (MBPO = {context['mbpo_arm']}) | "
+                f"{', '.join(_fmt(d) for d in context['differences'])} | {context['mean']:.0f} "
+                f"[{context['ci'][0]:.0f}, {context['ci'][1]:.0f}] (no target) | |"
             )
     if summary["round_one"] is not None:
         lines += ["", "## Round one (superseded protocol; not evidence for this protocol's targets)", ""]

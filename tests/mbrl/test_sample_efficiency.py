@@ -212,6 +212,13 @@ def test_summarize_final_pairs_by_seed_and_picks_the_best_mbpo_arm() -> None:
     runs[0] = run("mbpo:fixed:1", 0, 5000.0, step=29_000)
     runs[0]["seconds_per_1k_steps"] = 2.0
     assert summarize_final("HalfCheetah-v5", 30_000, runs, np.random.default_rng(0))["final_eval_at_budget"] is False
+    assert "mbpo_minus_sac_utd1" not in entry  # no sac_utd1 arm, no context entry
+    utd1 = {0: 4500.0, 1: 2500.0, 2: 4200.0}
+    runs += [{**run("sac_utd1", seed, final), "seconds_per_1k_steps": 1.0} for seed, final in utd1.items()]
+    context = summarize_final("HalfCheetah-v5", 30_000, runs, np.random.default_rng(0))["mbpo_minus_sac_utd1"]
+    # Paired by seed against the best MBPO arm; context only, so no target verdict.
+    assert context["mbpo_arm"] == "mbpo:fixed:1" and context["differences"] == [500.0, 500.0, -200.0]
+    assert "met" not in context and context["ci"][0] < 0 < context["ci"][1]
 
 
 # --- round one --------------------------------------------------------------------------------------------------
