@@ -82,6 +82,11 @@ def pending_units(
 ) -> list[EvalUnit]:
     """The units still to run: every slice of every arm that ``saved`` (the arms file) does not hold yet.
 
+    Slice-major (runs 0-4 of every arm, then runs 5-9 of every arm, ...), arms in the given order within a slice: a
+    long test that stops part-way leaves paired runs of every arm (an early look at, e.g., whether the gate's K > 0
+    lead holds on the test physics) rather than all of one arm and none of the next. Units are independent (run i's
+    seed depends on i alone), so the order changes no number.
+
     Args:
         arms: ``{arm name: controller spec}``.
         test_runs: Runs per arm.
@@ -97,7 +102,7 @@ def pending_units(
             part = slices.get(arm, {}).get(str(start))
             if part is None or len(part.get("finals", [])) != runs:
                 units.append(EvalUnit(arm, spec, start, runs))
-    return units
+    return sorted(units, key=lambda unit: unit.first_run)  # stable: arm order kept within a slice
 
 
 def record_unit(unit: EvalUnit, result: Mapping[str, Any], saved: dict[str, Any], test_runs: int) -> bool:

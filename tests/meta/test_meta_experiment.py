@@ -56,14 +56,16 @@ def test_units_cover_every_run_once_and_finished_slices_are_skipped() -> None:
     arms = {"meta_step": "learned:x.pt", "fixed:0": "fixed:0"}
     assert run_slices(7, 3) == [(0, 3), (3, 3), (6, 1)] and run_slices(7, 0) == [(0, 7)]
     units = pending_units(arms, 7, 3, {})
+    # Slice-major: runs 0-2 of every arm (in the arms' order) before runs 3-5 of any.
     assert [(u.arm, u.spec, u.first_run, u.runs) for u in units] == [
-        ("meta_step", "learned:x.pt", 0, 3), ("meta_step", "learned:x.pt", 3, 3), ("meta_step", "learned:x.pt", 6, 1),
-        ("fixed:0", "fixed:0", 0, 3), ("fixed:0", "fixed:0", 3, 3), ("fixed:0", "fixed:0", 6, 1),
+        ("meta_step", "learned:x.pt", 0, 3), ("fixed:0", "fixed:0", 0, 3),
+        ("meta_step", "learned:x.pt", 3, 3), ("fixed:0", "fixed:0", 3, 3),
+        ("meta_step", "learned:x.pt", 6, 1), ("fixed:0", "fixed:0", 6, 1),
     ]  # fmt: skip
     assert len({u.name for u in units}) == 6  # each unit's phase checkpoint is its own
     saved: dict[str, object] = {}
     # Out of order: the arm is complete only when its slices cover runs 0..6 contiguously.
-    order = [units[2], units[0], units[1]]
+    order = [units[4], units[0], units[2]]
     assert [record_unit(u, _fake(u.first_run, u.runs), saved, 7) for u in order] == [False, False, True]
     assert saved["arms"]["meta_step"]["finals"] == [float(i) for i in range(7)]  # type: ignore[index]
     assert saved["arms"]["meta_step"]["seconds"] == 3.0 and "slices" not in saved  # type: ignore[index]
@@ -72,7 +74,7 @@ def test_units_cover_every_run_once_and_finished_slices_are_skipped() -> None:
         ("fixed:0", 3),
         ("fixed:0", 6),
     ]
-    record_unit(units[3], _fake(0, 3), saved, 7)
+    record_unit(units[1], _fake(0, 3), saved, 7)
     assert [u.first_run for u in pending_units(arms, 7, 3, saved)] == [3, 6]
     # A slice of another size (e.g. saved under another runs_per_unit) is not taken as the slice asked for.
     saved["slices"]["fixed:0"]["3"] = _fake(3, 2)  # type: ignore[index]
