@@ -10,7 +10,8 @@ setting is evaluated with its EMA weights (its online weights are reported besid
 
 ``--ema-decay``, ``--tau``, ``--lr-final-fraction`` and any ``--train-override FIELD=VALUE`` /
 ``--agent-override FIELD=VALUE`` (with their own ``--label`` and ``--out``) override single knobs of the new setting
-for an ablation; issue 7's run then resumes from its checkpoint and is only re-evaluated.
+for an ablation; issue 7's run then resumes from its checkpoint and is only re-evaluated. ``--no-compare-issue7`` runs
+only the new setting (a full-budget check of one candidate against the matched references).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Args:
     """``FIELD=VALUE`` overrides of the new setting's TrainConfig (YAML values), e.g. ``exploration=per_actor``."""
     agent_override: list[str] = dataclasses.field(default_factory=list)
     """``FIELD=VALUE`` overrides of the new setting's AgentConfig (YAML values), e.g. ``n_bins=33``."""
+    compare_issue7: bool = True
+    """Also train issue 7's setting and report the paired difference; off: the new setting and the references only."""
     label: str = "issue18"
     """Name of the new setting's run (its run folder and key in the result); give overridden variants their own."""
     runs_root: str = "runs/incontext-gate"
@@ -74,6 +77,8 @@ def parse_overrides(items: list[str]) -> dict[str, object]:
 def main(args: Args) -> None:
     set_torch_threads(1)
     settings = {"issue7": issue7_config, args.label: amago_config}
+    if not args.compare_issue7:
+        del settings["issue7"]
     overrides = {k: v for k in ("ema_decay", "tau", "lr_final_fraction") if (v := getattr(args, k)) is not None}
     out: dict[str, object] = {"args": dataclasses.asdict(args), "runs": {}}
     returns = {}
@@ -96,13 +101,12 @@ def main(args: Args) -> None:
         )
     refs = matched_references(args.task, args.eval_tasks)
     out["references"] = {k: float(v.mean()) for k, v in refs.items()}
-    # Paired over evaluation tasks (both runs played the same tasks): mean difference and its 95 % bootstrap interval.
-    diff = paired_difference(returns[args.label], returns["issue7"], rng=0)
-    out[f"paired_difference_{args.label}_minus_issue7"] = {k: float(v) for k, v in diff._asdict().items()}
+    if args.compare_issue7:
+        # Paired over evaluation tasks (both runs played the same tasks): mean difference, 95 % bootstrap interval.
+        diff = paired_difference(returns[args.label], returns["issue7"], rng=0)
+        out[f"paired_difference_{args.label}_minus_issue7"] = {k: float(v) for k, v in diff._asdict().items()}
     atomic_write_json(Path(args.out), out)
-    print(
-        json.dumps({"references": out["references"], "difference": out[f"paired_difference_{args.label}_minus_issue7"]})
-    )
+    print(json.dumps({k: v for k, v in out.items() if k == "references" or k.startswith("paired_difference")}))
 
 
 if __name__ == "__main__":
