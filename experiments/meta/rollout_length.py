@@ -177,6 +177,23 @@ def run_unit(args: Args, cfg: MetaTrainConfig, unit: EvalUnit) -> dict[str, Any]
     return result
 
 
+def update_summary(path: Path, values: dict[tuple[str, ...], Any]) -> dict[str, Any]:
+    """Set nested keys (``("meta_training", env, action_set)`` → value) in the summary as it is on disk now and write
+    it back atomically.
+
+    Reading just before writing (not once at start) keeps what other processes wrote meanwhile: the step and direct
+    meta-trainings and the test process run side by side and each writes only its own keys.
+    """
+    summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    for keys, value in values.items():
+        node = summary
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    atomic_write_json(path, summary)
+    return summary
+
+
 def main() -> None:
     args = tyro.cli(Args, description=__doc__)
     set_torch_threads(1)
@@ -186,12 +203,9 @@ def main() -> None:
     env_id = cfg.env.env_id
     started = time.perf_counter()
     summary_path = out / "summary.json"
-    summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    summary.setdefault("meta_training", {})
-    training = summary["meta_training"].setdefault(env_id, {})
     for action_set in [a.strip() for a in args.train.split(",") if a.strip() and a.strip() != "none"]:
-        training[action_set] = meta_train(args, action_set, env_id)
-        atomic_write_json(summary_path, summary)
+        update_summary(summary_path, {("meta_training", env_id, action_set): meta_train(args, action_set, env_id)})
+    training = update_summary(summary_path, {}).get("meta_training", {}).get(env_id, {})
     finished = {a for a, rec in training.items() if rec.get("finished")}
 
     arms_path = out / f"arms_{env_id}.json"
@@ -220,10 +234,11 @@ def main() -> None:
         entry["arms"][arm]["seconds"] = result["seconds"]
         entry["arms"][arm]["k_schedules"] = result.get("k_schedules")
     entry["protocol"] = protocol
-    summary.setdefault("envs", {})[env_id] = entry
-    summary["args"] = asdict(args)
-    summary["command_seconds_last_invocation"] = time.perf_counter() - started
-    atomic_write_json(summary_path, summary)
+    update_summary(summary_path, {
+        ("envs", env_id): entry,
+        ("args",): asdict(args),
+        ("command_seconds_last_invocation",): time.perf_counter() - started,
+    })  # fmt: skip
     order = [arm for arm in DEFAULT_ARMS if arm in done] + [arm for arm in done if arm not in DEFAULT_ARMS]
     atomic_write_text(out / "table.md", f"## {env_id}, perturbed test physics\n\n" + schedule_table(entry, order))
     if done:

@@ -4,6 +4,7 @@ round-one results as the README quotes them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -120,3 +121,14 @@ def test_experiment_config_is_the_gate_preset_with_ten_decisions() -> None:
     assert all(script.arm_specs(script.Args(), "Acrobot-v1", set())[a] == a for a in script.SCHEDULE_ARMS)
     specs = script.arm_specs(script.Args(), "Acrobot-v1", {"step"})
     assert specs["meta_step"].startswith("learned:") and "meta_direct" not in specs
+
+
+def test_summary_updates_keep_what_another_process_wrote_meanwhile(tmp_path: Path) -> None:
+    # The step and direct meta-trainings run as two processes; each must add its record without dropping the other's.
+    script = load_script(RESULTS.parent / "rollout_length.py")
+    path = tmp_path / "summary.json"
+    script.update_summary(path, {("meta_training", "Acrobot-v1", "step"): {"rounds": 3}})
+    script.update_summary(path, {("meta_training", "Acrobot-v1", "direct"): {"rounds": 1}})
+    summary = script.update_summary(path, {("envs", "Acrobot-v1"): {"arms": {}}, ("args",): {"x": 1}})
+    assert summary["meta_training"]["Acrobot-v1"] == {"step": {"rounds": 3}, "direct": {"rounds": 1}}
+    assert json.loads(path.read_text()) == summary and summary["args"] == {"x": 1}
