@@ -16,7 +16,7 @@ from torch import nn
 
 from meta.incontext.config import AgentConfig
 from meta.incontext.sequence import make_traj_encoder
-from meta.incontext.value_scale import expected_value, symlog, twohot
+from meta.incontext.value_scale import bin_log_probs, expected_value, symlog, twohot
 
 
 class EnsembleHead(nn.Module):
@@ -208,7 +208,7 @@ class InContextAgent(nn.Module):
             next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
             targets = multi_gamma_targets(batch.rewards, batch.dones, next_v, self.gammas)
             target_probs = twohot(symlog(targets), self.bins)  # (B, T, G, N)
-        cross_entropy = -(target_probs[:, :, None] * F.log_softmax(taken, dim=-1)).sum(-1)  # (B, T, K, G)
+        cross_entropy = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G)
         critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)
 
         # Actor term through a frozen weight copy of the critics. With discrete actions the expectation over actions is
@@ -255,7 +255,8 @@ def polyak_(target: nn.Module, online: nn.Module, rate: float) -> None:
     Buffers are not averaged: they hold state such as spectral norm's singular vectors, which must stay unit vectors
     of (nearly) the averaged weights, and the online ones are the freshest estimate.
     """
-    for param, source in zip(target.parameters(), online.parameters(), strict=True):
-        param.lerp_(source, rate)
+    # One multi-tensor op over every parameter: the EMA copy is averaged after every update, and a Python loop of
+    # per-tensor lerps cost about as much as the optimizer step.
+    torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), rate)
     for buffer, fresh in zip(target.buffers(), online.buffers(), strict=True):
         buffer.copy_(fresh)

@@ -163,7 +163,7 @@ class InContextTrainer:
         # Initialized on the CPU (from the seeded global generator), then moved: the same weights on every device.
         self.agent = InContextAgent(self.input_dim, self.n_actions, config.agent).to(self.device)
         self.optimizer = torch.optim.AdamW(
-            self.agent.optimized_parameters(), lr=config.agent.lr, weight_decay=config.agent.weight_decay
+            self.agent.optimized_parameters(), lr=config.agent.lr, weight_decay=config.agent.weight_decay, foreach=True
         )
         # The Polyak-averaged weights that evaluation uses (config.agent.ema_decay > 0).
         self.ema_agent: InContextAgent | None = None

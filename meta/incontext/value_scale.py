@@ -39,6 +39,19 @@ def twohot(values: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def bin_log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """``log_softmax`` over the bins (last axis), written out for the same reason as :func:`expected_value`'s softmax:
+    ``F.log_softmax`` over 15 bins, forward and backward, took about 3x as long on the CPU."""
+    shifted = logits - logits.amax(dim=-1, keepdim=True).detach()
+    return shifted - shifted.exp().sum(-1, keepdim=True).log()
+
+
 def expected_value(logits: torch.Tensor, bins: torch.Tensor) -> torch.Tensor:
-    """Value in real units from bin logits ``(..., n_bins)``: ``symexp(sum softmax(logits) * bins)``."""
-    return symexp((torch.softmax(logits, dim=-1) * bins).sum(-1))
+    """Value in real units from bin logits ``(..., n_bins)``: ``symexp(sum softmax(logits) * bins)``.
+
+    The softmax is written out (shift by the max, exponentiate, normalize after the weighted sum): on the CPU,
+    ``torch.softmax`` over a last axis of 15 bins ran about 5x slower than these ops and was 40 % of a
+    bandit update's time.
+    """
+    weights = (logits - logits.amax(dim=-1, keepdim=True)).exp()
+    return symexp((weights @ bins) / weights.sum(-1))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from meta.incontext.agent import Batch, InContextAgent, multi_gamma_targets
 from meta.incontext.config import AgentConfig
 from meta.incontext.sequence import SigmaReparamLinear
-from meta.incontext.value_scale import expected_value, symexp, symlog, twohot
+from meta.incontext.value_scale import bin_log_probs, expected_value, symexp, symlog, twohot
 
 INPUT_DIM, N_ACTIONS = 7, 3
 
@@ -164,6 +165,22 @@ def test_twohot_round_trip_and_symlog() -> None:
     torch.testing.assert_close(symexp(symlog(torch.tensor([-50.0, 0.0, 83.3]))), torch.tensor([-50.0, 0.0, 83.3]))
     logits = torch.log(twohot(symlog(torch.tensor([42.0])), bins) + 1e-12)
     torch.testing.assert_close(expected_value(logits, bins), torch.tensor([42.0]), atol=1e-3, rtol=1e-4)
+
+
+def test_written_out_bin_softmaxes_equal_torch_ones_and_stay_finite_at_large_logits() -> None:
+    g = torch.Generator().manual_seed(0)
+    bins = torch.linspace(0.0, 5.0, 15)
+    logits = torch.randn(6, 4, 15, generator=g) * 3.0
+    logits[0, 0] += 1_000.0  # a shift that overflows a softmax without the max subtracted
+    expected = symexp((torch.softmax(logits, dim=-1) * bins).sum(-1))
+    torch.testing.assert_close(expected_value(logits, bins), expected)
+    assert torch.isfinite(expected_value(logits, bins)).all()
+    target = torch.softmax(torch.randn(6, 4, 15, generator=g), dim=-1)
+    ours, theirs = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    (-(target * bin_log_probs(ours)).sum()).backward()
+    (-(target * F.log_softmax(theirs, dim=-1)).sum()).backward()
+    torch.testing.assert_close(bin_log_probs(logits), F.log_softmax(logits, dim=-1))
+    torch.testing.assert_close(ours.grad, theirs.grad)
 
 
 def test_polyak_moves_only_target_heads_toward_online() -> None:
