@@ -25,7 +25,7 @@ import numpy as np
 import tyro
 import yaml
 
-from meta.incontext.matched import amago_config, issue7_config, matched_references, run_agent
+from meta.incontext.matched import SETTINGS, issue7_config, matched_references, run_agent
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import paired_difference
 from rolloutlab.threads import set_torch_threads
@@ -43,10 +43,12 @@ class Args:
     """Env-step budget of each run (the same for both)."""
     eval_tasks: int = 1000
     """Evaluation tasks (the same for both runs and the references)."""
+    setting: str = "amago"
+    """The new setting's base (meta.incontext.matched.SETTINGS: amago, whole_trial) that the overrides change."""
     ema_decay: float | None = None
-    """Override of the new setting's EMA decay (0: evaluate the online weights); ``None`` keeps amago_config's."""
+    """Override of the new setting's EMA decay (0: evaluate the online weights); ``None`` keeps the setting's."""
     tau: float | None = None
-    """Override of the new setting's target-critic Polyak rate; ``None`` keeps amago_config's 0.003."""
+    """Override of the new setting's target-critic Polyak rate; ``None`` keeps the setting's."""
     lr_final_fraction: float | None = None
     """Override of the new setting's final learning-rate fraction (1.0: constant after warm-up)."""
     train_override: list[str] = dataclasses.field(default_factory=list)
@@ -76,7 +78,9 @@ def parse_overrides(items: list[str]) -> dict[str, object]:
 
 def main(args: Args) -> None:
     set_torch_threads(1)
-    settings = {"issue7": issue7_config, args.label: amago_config}
+    if args.setting not in SETTINGS:
+        raise SystemExit(f"unknown setting {args.setting!r}; known: {list(SETTINGS)}")
+    settings = {"issue7": issue7_config, args.label: SETTINGS[args.setting]}
     if not args.compare_issue7:
         del settings["issue7"]
     overrides = {k: v for k in ("ema_decay", "tau", "lr_final_fraction") if (v := getattr(args, k)) is not None}

@@ -15,9 +15,12 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 ``--runs-root``, a RecurrentPPO run restarts):
 
 1. ``references``: the matched references on the task's evaluation tasks (:mod:`meta.incontext.references`).
-2. ``agent`` per seed: :func:`meta.incontext.matched.amago_config` at the env-step budget of
-   :data:`~meta.incontext.matched.BUDGETS`; greedy and sampled scores of its EMA weights, the online weights' greedy
-   score, its learning curve and the measured history match.
+2. ``agent`` per seed: the ``--setting`` of :data:`meta.incontext.matched.SETTINGS` (``amago``:
+   :func:`~meta.incontext.matched.amago_config`; ``whole_trial``: :func:`~meta.incontext.matched.whole_trial_config`,
+   the knobs the gate took back) at the env-step budget of :data:`~meta.incontext.matched.BUDGETS`; greedy and
+   sampled scores (of the EMA weights where the setting keeps them, with the online weights' greedy score beside),
+   its learning curve and the measured history match. A piece on disk that was run with other settings stops the
+   script (delete it, or pass its ``--partial-dir`` elsewhere) rather than being mixed in.
 3. ``ppo_grid``: RecurrentPPO tuned on seed 0 over :data:`meta.incontext.baseline.RECURRENT_PPO_GRID`
    (LSTM 64/128 x 4/10 epochs x gamma 0.99/0.999, 8 settings), each trained for ``--grid-fraction`` of the agent's
    seed-0 training seconds and scored greedily on the first ``--grid-eval-tasks`` evaluation tasks. Tuning on the
@@ -40,10 +43,12 @@ import numpy as np
 import tyro
 
 from meta.incontext.baseline import recurrent_ppo_grid
+from meta.incontext.benchmark import config_changed
 from meta.incontext.matched import (
     BUDGETS,
+    SETTINGS,
     TASKS,
-    amago_config,
+    agent_config,
     load_json,
     matched_references,
     partial_path,
@@ -63,6 +68,8 @@ RESULTS = Path(__file__).parent / "results"
 class Args:
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
     """Benchmark tasks to run (bandit_5x100, bandit_2x100, tmaze_100, keydoor)."""
+    setting: str = "amago"
+    """Agent settings by name (meta.incontext.matched.SETTINGS: amago, whole_trial)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Training seeds of the agent and of RecurrentPPO."""
     budget_scale: float = 1.0
@@ -89,7 +96,7 @@ def run_task(name: str, args: Args, root: Path) -> None:
     """Every piece of one benchmark task that is not on disk yet."""
     steps, minutes = BUDGETS[name]
     steps, minutes = int(steps * args.budget_scale), minutes * args.budget_scale
-    configs = {seed: amago_config(name, seed, steps, minutes, args.eval_tasks) for seed in args.seeds}
+    configs = {seed: agent_config(args.setting, name, seed, steps, minutes, args.eval_tasks) for seed in args.seeds}
     n_eval = configs[args.seeds[0]].eval_tasks
     path = partial_path(root, name, "references")
     if load_json(path) is None:
@@ -103,9 +110,15 @@ def run_task(name: str, args: Args, root: Path) -> None:
     for seed, cfg in configs.items():
         path = partial_path(root, name, "agent", seed)
         if load_json(path) is None:
-            save_json(path, run_agent(cfg, Path(args.runs_root) / f"{name}_seed{seed}"))
+            run_dir = Path(args.runs_root) / f"{name}_{args.setting}_seed{seed}"
+            save_json(path, {"setting": args.setting, **run_agent(cfg, run_dir)})
         run = load_json(path)
         assert run is not None
+        if config_changed(run["config"], cfg):
+            raise SystemExit(
+                f"{path} was run with other settings (setting {run.get('setting', 'amago')!r}) than --setting "
+                f"{args.setting!r} at this budget; delete it or use another --partial-dir"
+            )
         print(f"{name} seed {seed}: greedy {run['eval']['mean']:.2f}, sampled {run['eval_sampled']['mean']:.2f}, "
               f"history match {run['history_match']['fraction']:.3f}", flush=True)  # fmt: skip
     if args.skip_ppo:
@@ -152,6 +165,9 @@ def main(args: Args) -> None:
         for name in args.tasks:
             if name not in TASKS:
                 raise SystemExit(f"unknown task {name!r}; known: {list(TASKS)}")
+        if args.setting not in SETTINGS:
+            raise SystemExit(f"unknown setting {args.setting!r}; known: {list(SETTINGS)}")
+        for name in args.tasks:
             run_task(name, args, root)
     summary = summarize(root, args.seeds)
     summary["args"] = dataclasses.asdict(args)

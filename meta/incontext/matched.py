@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,53 @@ def amago_config(
         eval_every_steps=max(total_env_steps // 5, 1), checkpoint_every=5,
         stop_at_return=0.99 if task == "tmaze" else None, agent=agent,
     )  # fmt: skip
+
+
+def whole_trial_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """:func:`amago_config`'s whole-trial training with the knobs the gate took back toward issue 7's setting.
+
+    The bandit gate (``docs/incontext.md``, "Ablations": 60k env steps, then 400k) found these cost points there:
+    no EMA copy (the online weights are evaluated), tau 0.02, a constant learning rate after the warm-up, issue 7's
+    per-actor epsilon (annealed over issue 7's steps for the task) instead of AMAGO's bilevel schedule, no
+    time-in-trial input, and 33 critic bins over [-6, 6] in symlog space. Whole trials from step 0, the context of
+    a whole trial, the warm-up and the library spectral norm stay as in :func:`amago_config`.
+    """
+    cfg = amago_config(name, seed, total_env_steps, max_minutes, eval_tasks)
+    fields = task_fields(name)
+    # Issue 7's anneal lengths (meta.incontext.benchmark.train_config).
+    anneal = {
+        "bandit": 10_000,
+        "tmaze": 20 * (fields.get("corridor_length", 10) + 1) * 8,
+        "keydoor": 60_000,
+    }[fields["task"]]
+    agent = dataclasses.replace(
+        cfg.agent, ema_decay=0.0, tau=0.02, lr_final_fraction=1.0, n_bins=33, bin_range=6.0, bin_low=None
+    )
+    return dataclasses.replace(cfg, agent=agent, exploration="per_actor", eps_anneal_steps=anneal, time_input=False)
+
+
+#: The agent settings of the benchmark, by name (``experiments/incontext/matched.py --setting``).
+SETTINGS: dict[str, Callable[..., TrainConfig]] = {"amago": amago_config, "whole_trial": whole_trial_config}
+
+
+def agent_config(
+    setting: str,
+    name: str,
+    seed: int,
+    total_env_steps: int,
+    max_minutes: float | None,
+    eval_tasks: int | None = None,
+) -> TrainConfig:
+    """The agent's TrainConfig under the named setting (:data:`SETTINGS`).
+
+    Raises:
+        ValueError: an unknown setting or task.
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; known: {list(SETTINGS)}")
+    return SETTINGS[setting](name, seed, total_env_steps, max_minutes, eval_tasks)
 
 
 def issue7_config(
@@ -255,6 +303,7 @@ def summarize(root: Path, seeds: list[int], tasks: list[str] | None = None) -> d
                 float(np.mean([r["eval_online"]["mean"] for r in done])) if "eval_online" in done[0] else None
             )
             entry["agent"]["history_match"] = [r["history_match"]["fraction"] for r in done]
+            entry["agent"]["settings"] = [r.get("setting", "amago") for r in done]
             entry["agent"]["learning_curves"] = [r["history"] for r in done]
         for method in ("ppo_equal_steps", "ppo_equal_time"):
             runs = [load_json(partial_path(root, name, method, s)) for s in seeds]

@@ -19,7 +19,15 @@ from meta.incontext.agent import InContextAgent, polyak_
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.exploration import BilevelEpsilon
 from meta.incontext.history_match import history_match
-from meta.incontext.matched import amago_config, issue7_config, partial_path, summarize, summary_table
+from meta.incontext.matched import (
+    agent_config,
+    amago_config,
+    issue7_config,
+    partial_path,
+    summarize,
+    summary_table,
+    whole_trial_config,
+)
 from meta.incontext.references import (
     bandit_eval_tasks,
     bandit_references,
@@ -29,6 +37,7 @@ from meta.incontext.references import (
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import critic_bins, eval_task_seeds, make_task_env
 from meta.incontext.trainer import InContextTrainer, learning_rate
+from rolloutlab.config import to_dict
 
 
 def _replay(length: int, dim: int, n: int = 6) -> TrajectoryReplay:
@@ -260,3 +269,21 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     assert entry["target_met"] == (run["eval"]["mean"] >= 0.98 * entry["references"]["bayes_optimal"])
     assert summary["tasks"]["keydoor"]["status"] == "incomplete" and "target_met" not in summary["tasks"]["keydoor"]
     assert (tmp_path / "summary.md").read_text() == summary_table(summarize(tmp_path / "partial", [0]))
+    assert entry["agent"]["settings"] == ["amago"]
+    # A piece run with another setting is not mixed in: the script stops and names the file.
+    with pytest.raises(SystemExit, match="other settings"):
+        script.main(dataclasses.replace(args, setting="whole_trial"))
+    assert agent_file.stat().st_mtime_ns == stamp
+
+
+def test_whole_trial_setting_is_the_gate_run_it_names() -> None:
+    # The named setting must be exactly the 400k-step gate run whose score docs/incontext.md quotes for it.
+    result = json.loads(
+        (REPO / "experiments/incontext/results/gate400k_oldknobs_peractor_notime_bins33.json").read_text()
+    )
+    stored = next(iter(result["runs"].values()))["config"]
+    cfg = dataclasses.replace(whole_trial_config("bandit_5x100", 0, 400_000, None, 1000), eval_every_steps=10**9)
+    assert to_dict(cfg) == stored
+    assert agent_config("whole_trial", "keydoor", 0, 1000, None).eps_anneal_steps == 60_000
+    with pytest.raises(ValueError, match="unknown setting"):
+        agent_config("amgo", "keydoor", 0, 1000, None)
