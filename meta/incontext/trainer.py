@@ -311,6 +311,10 @@ class InContextTrainer:
                 break
         bar.close()
         final = self.evaluate()
+        # The loop's last evaluation may have been at this very step (or a resumed finished run evaluates again):
+        # one row per env step in the learning curve.
+        if self.history and self.history[-1]["env_steps"] == self.env_steps:
+            self.history.pop()
         self.history.append({"env_steps": self.env_steps, "eval_return": final["mean"]})
         if self.run_dir is not None:
             self.save(self.run_dir / "checkpoint.pt")

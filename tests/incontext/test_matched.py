@@ -20,6 +20,7 @@ from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.exploration import BilevelEpsilon
 from meta.incontext.history_match import history_match
 from meta.incontext.matched import (
+    _one_row_per_step,
     agent_config,
     amago_config,
     issue7_config,
@@ -222,6 +223,18 @@ def test_new_training_resumes_exactly_with_its_ema_copy(tmp_path: Path) -> None:
     # The EMA weights trail the online ones.
     online = dict(straight.agent.named_parameters())
     assert any(not torch.equal(p, online[n]) for n, p in straight.ema_agent.named_parameters())
+
+
+def test_learning_curve_has_one_row_per_env_step(tmp_path: Path) -> None:
+    # An evaluation falls due at the last step (every 20 steps of 80), and a finished run resumed evaluates again:
+    # neither may repeat the last row.
+    cfg = dataclasses.replace(_new_tiny(80), eval_every_steps=20)
+    first = InContextTrainer(cfg, tmp_path).learn()
+    again = InContextTrainer(cfg, tmp_path, resume=True).learn()
+    for result in (first, again):
+        assert [row["env_steps"] for row in result["history"]] == [20, 40, 60, 80]
+    repeated = [{"env_steps": 40, "eval_return": 1.0}, {"env_steps": 80, "eval_return": 2.0}] * 2
+    assert [r["env_steps"] for r in _one_row_per_step(sorted(repeated, key=lambda r: r["env_steps"]))] == [40, 80]
 
 
 def test_time_in_trial_input() -> None:
