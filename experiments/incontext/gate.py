@@ -84,6 +84,9 @@ def main(args: Args) -> None:
     if not args.compare_issue7:
         del settings["issue7"]
     overrides = {k: v for k in ("ema_decay", "tau", "lr_final_fraction") if (v := getattr(args, k)) is not None}
+    if args.compare_issue7 and "keydoor_size" in parse_overrides(args.train_override):
+        # Issue 7's run would play the 8x8 grid: not a comparison.
+        raise SystemExit("keydoor_size changes the task; gate it alone with --no-compare-issue7")
     out: dict[str, object] = {"args": dataclasses.asdict(args), "runs": {}}
     returns = {}
     for label, make in settings.items():
@@ -103,7 +106,7 @@ def main(args: Args) -> None:
             f"{run['train_seconds']:.0f} s training, history match {run['history_match']['fraction']:.3f}",
             flush=True,
         )
-    refs = matched_references(args.task, args.eval_tasks)
+    refs = matched_references(args.task, args.eval_tasks, keydoor_size=cfg.keydoor_size)
     out["references"] = {k: float(v.mean()) for k, v in refs.items()}
     if args.compare_issue7:
         # Paired over evaluation tasks (both runs played the same tasks): mean difference, 95 % bootstrap interval.

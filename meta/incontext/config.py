@@ -94,6 +94,7 @@ class TrainConfig:
         n_arms: Bandit arms.
         horizon: Bandit pulls per task.
         corridor_length: T-maze corridor length L.
+        keydoor_size: Side of the dark key-door's grid (8 is the benchmark's; a smaller grid is a cheaper gate).
         seed: Seeds networks, replay sampling, exploration and the task draws.
         total_env_steps: Environment steps to collect (the budget).
         max_minutes: Wall-clock cap; the run stops early (and says so) when it is reached. ``None``: no cap.
@@ -134,6 +135,7 @@ class TrainConfig:
     n_arms: int = 5
     horizon: int = 100
     corridor_length: int = 10
+    keydoor_size: int = 8
     seed: int = 0
     total_env_steps: int = 100_000
     max_minutes: float | None = None

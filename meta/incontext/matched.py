@@ -171,8 +171,9 @@ def issue7_config(
 # --- references -------------------------------------------------------------------------------------------------
 
 
-def matched_references(name: str, n_tasks: int) -> dict[str, np.ndarray]:
-    """Per-task returns of every reference of task ``name`` on its first ``n_tasks`` evaluation tasks."""
+def matched_references(name: str, n_tasks: int, keydoor_size: int = 8) -> dict[str, np.ndarray]:
+    """Per-task returns of every reference of task ``name`` on its first ``n_tasks`` evaluation tasks (the key-door's
+    on a ``keydoor_size`` grid, as the agent's ``TrainConfig.keydoor_size``)."""
     from meta.incontext.references import bandit_references, keydoor_references, tmaze_references
 
     fields = task_fields(name)
@@ -180,7 +181,7 @@ def matched_references(name: str, n_tasks: int) -> dict[str, np.ndarray]:
         return bandit_references(fields["n_arms"], fields["horizon"], n_tasks)
     if fields["task"] == "tmaze":
         return tmaze_references(fields["corridor_length"], n_tasks)
-    return keydoor_references(n_tasks)
+    return keydoor_references(n_tasks, size=keydoor_size)
 
 
 def _stats(returns: np.ndarray | list[float]) -> dict[str, Any]:

@@ -175,15 +175,18 @@ class KeyDoorExplorer:
         return _toward(pos, target)
 
 
-def keydoor_references(n_tasks: int, policy_seed: int = 0, seeds: list[int] | None = None) -> dict[str, np.ndarray]:
-    """Total reward per task ``(n_tasks,)`` of random, explorer and oracle on the key-door evaluation tasks.
+def keydoor_references(
+    n_tasks: int, policy_seed: int = 0, seeds: list[int] | None = None, size: int = 8
+) -> dict[str, np.ndarray]:
+    """Total reward per task ``(n_tasks,)`` of random, explorer and oracle on the key-door evaluation tasks (on a
+    ``size`` x ``size`` grid).
 
     Played on :class:`~envs.metarl.keydoor.DarkKeyDoorEnv` reset with the evaluation seeds: the task (start, key and
     door cells) is drawn at reset only, so these are the agent's tasks.
     """
     seeds = eval_task_seeds(n_tasks) if seeds is None else seeds
     out: dict[str, np.ndarray] = {}
-    env = DarkKeyDoorEnv()
+    env = DarkKeyDoorEnv(size=size)
     for policy in KEYDOOR_REFERENCES:
         rng = np.random.default_rng(policy_seed)
         explorer = KeyDoorExplorer(env.size)

@@ -63,7 +63,12 @@ class TimeInTrialWrapper(gym.ObservationWrapper[np.ndarray, np.int64, np.ndarray
 
 
 def make_task_env(
-    task: str, n_arms: int = 5, horizon: int = 100, corridor_length: int = 10, time_input: bool = False
+    task: str,
+    n_arms: int = 5,
+    horizon: int = 100,
+    corridor_length: int = 10,
+    time_input: bool = False,
+    keydoor_size: int = 8,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
 
@@ -73,13 +78,14 @@ def make_task_env(
         horizon: Bandit pulls.
         corridor_length: T-maze corridor length.
         time_input: Append the time in the trial (:class:`TimeInTrialWrapper`).
+        keydoor_size: Side of the key-door grid.
     """
     if task == "bandit":
         env = gym.make("rolloutlab/BernoulliBandit-v0", n_arms=n_arms, horizon=horizon)
     elif task == "tmaze":
         env = gym.make("rolloutlab/PassiveTMaze-v0", corridor_length=corridor_length)
     elif task == "keydoor":
-        env = gym.make("rolloutlab/DarkKeyDoor-v0")
+        env = gym.make("rolloutlab/DarkKeyDoor-v0", size=keydoor_size)
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
     wrapped: gym.Env = RL2Wrapper(env)

@@ -49,6 +49,7 @@ def task_kwargs(config: TrainConfig) -> dict[str, Any]:
         "n_arms": config.n_arms,
         "horizon": config.horizon,
         "corridor_length": config.corridor_length,
+        "keydoor_size": config.keydoor_size,
         "time_input": config.time_input,
     }
 
