@@ -1,0 +1,92 @@
+"""Did the in-context agent's critic learn? Its Q-values of the replayed actions against the Monte-Carlo discounted
+returns that followed them, per discount, and what its policy prefers, on a trained run's own replay.
+
+The brief's first check ("a value function against Monte-Carlo returns"): a critic whose values are far from the
+returns it is trained toward, or uncorrelated with them, cannot steer the actor. The returns are those of the stored
+(exploring) behaviour, so a good critic matches them only roughly (it values the learned policy), but not by a
+factor of several. Reads ``checkpoint.pt`` of a run folder (``InContextTrainer`` layout) and writes JSON:
+
+    OMP_NUM_THREADS=1 python experiments/incontext/value_check.py \\
+        --run-dir runs/incontext-gate-keydoor/keydoor_keydoor600k_amago_seed0 \\
+        --out experiments/incontext/results/value_check_keydoor600k_amago.json
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import tyro
+
+from meta.incontext.config import TrainConfig, with_saved_defaults
+from meta.incontext.trainer import InContextTrainer
+from rolloutlab.checkpoint import atomic_write_json, load_checkpoint
+from rolloutlab.config import from_dict
+from rolloutlab.threads import set_torch_threads
+
+
+@dataclass
+class Args:
+    run_dir: str
+    """Run folder holding the trainer's checkpoint.pt."""
+    trials: int = 32
+    """Replayed trials to check (drawn from the run's replay)."""
+    seed: int = 0
+    """Draws the trials."""
+    out: str | None = None
+    """Where the JSON goes (default: printed only)."""
+
+
+def discounted_returns(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> np.ndarray:
+    """``G_t = r_t + gamma (1 - done_t) G_{t+1}`` along the last axis, 0 after the end."""
+    out = np.zeros_like(rewards)
+    following = np.zeros(rewards.shape[0])
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        following = rewards[:, t] + gamma * (1.0 - dones[:, t]) * following
+        out[:, t] = following
+    return out
+
+
+def main(args: Args) -> None:
+    set_torch_threads(1)
+    path = Path(args.run_dir) / "checkpoint.pt"
+    cfg = from_dict(TrainConfig, with_saved_defaults(load_checkpoint(path, kind="incontext-agent")["config"]))
+    trainer = InContextTrainer(cfg, Path(args.run_dir), resume=True)
+    agent = trainer.agent.eval()  # the online weights: the ones the TD loss trains
+    batch = trainer.replay.sample(args.trials, cfg.window, np.random.default_rng(args.seed), cfg.full_trials)
+    with torch.no_grad():
+        features, _ = agent.encode(batch.obs, None, batch.start)
+        q = agent.q_values(features[:, :-1]).mean(dim=2)  # (B, T, G, A), ensemble mean
+        probs = torch.softmax(agent.policy_logits(features[:, :-1])[..., -1, :], dim=-1)  # longest discount
+    mask = batch.mask.numpy() > 0
+    rewards, dones = batch.rewards.numpy().astype(np.float64), batch.dones.numpy().astype(np.float64)
+    out: dict[str, object] = {
+        "run_dir": args.run_dir,
+        "env_steps": trainer.env_steps,
+        "updates": trainer.updates,
+        "trials": args.trials,
+        "mean_reward_per_trial": float((rewards * mask).sum(1).mean()),
+        "per_discount": {},
+    }
+    for g, gamma in enumerate(cfg.agent.gammas):
+        returns = discounted_returns(rewards, dones, gamma)[mask]
+        taken = q[..., g, :].gather(-1, batch.actions[..., None]).squeeze(-1).numpy()[mask]
+        out["per_discount"][str(gamma)] = {  # type: ignore[index]
+            "q_taken_mean": float(taken.mean()),
+            "mc_return_mean": float(returns.mean()),
+            "size_ratio": float(np.abs(taken).mean() / max(np.abs(returns).mean(), 1e-12)),
+            "correlation": float(np.corrcoef(taken, returns)[0, 1]) if taken.std() > 0 and returns.std() > 0 else None,
+        }
+    chosen = probs.numpy()[mask]
+    out["policy_mean_probs"] = chosen.mean(0).tolist()
+    out["policy_mean_max_prob"] = float(chosen.max(-1).mean())
+    print(json.dumps(out, indent=1))
+    if args.out is not None:
+        atomic_write_json(Path(args.out), out)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))
