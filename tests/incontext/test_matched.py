@@ -313,3 +313,17 @@ def test_whole_trial_setting_is_the_gate_run_it_names() -> None:
     assert agent_config("whole_trial", "keydoor", 0, 1000, None).eps_anneal_steps == 60_000
     with pytest.raises(ValueError, match="unknown setting"):
         agent_config("amgo", "keydoor", 0, 1000, None)
+
+
+def test_value_check_script_compares_q_with_discounted_returns(tmp_path: Path) -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "value_check.py")
+    rewards = np.array([[0.0, 1.0, 0.0, 1.0]])
+    dones = np.array([[0.0, 0.0, 1.0, 0.0]])
+    # Step 2 ends the task: no bootstrapping across it.
+    np.testing.assert_allclose(script.discounted_returns(rewards, dones, 0.5), [[0.5, 1.0, 0.0, 1.0]])
+    InContextTrainer(_new_tiny(40), tmp_path).learn()
+    out = tmp_path / "check.json"
+    script.main(script.Args(run_dir=str(tmp_path), trials=2, out=str(out)))
+    result = json.loads(out.read_text())
+    assert set(result["per_discount"]) == {str(g) for g in _new_tiny(40).agent.gammas}
+    assert abs(sum(result["policy_mean_probs"]) - 1.0) < 1e-5
