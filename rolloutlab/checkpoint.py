@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-import torch
+# torch is imported inside save_checkpoint / load_checkpoint: the JSON and text writers are used by light modules
+# (the CLI's top floor, `rolloutlab bench`) that should not pay torch's ~1 s import.
 
 #: Version of the checkpoint envelope written by :func:`save_checkpoint`.
 FORMAT_VERSION = 1
@@ -115,6 +116,8 @@ def save_checkpoint(
         "config": dict(config) if config is not None else None,
         "state": dict(state),
     }
+    import torch
+
     return atomic_write(path, lambda handle: torch.save(envelope, handle))
 
 
@@ -135,6 +138,8 @@ def load_checkpoint(path: str | os.PathLike[str], *, kind: str | None = None) ->
     source = Path(path)
     if not source.is_file():
         raise CheckpointError(f"checkpoint not found: {source}")
+    import torch
+
     try:
         envelope = torch.load(source, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for truncated or foreign files

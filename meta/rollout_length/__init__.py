@@ -15,7 +15,24 @@ and Ray vector envs), :mod:`.train` (meta-training with checkpoint/resume), :mod
 
 from __future__ import annotations
 
-from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from meta.rollout_length.learned import LearnedController  # importing it registers the learned:PATH controller spec
 
+if TYPE_CHECKING:
+    from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
+
 __all__ = ["LearnedController", "MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"]
+
+# The meta-env pulls in the inner learner (torch, SB3); it loads on first use (PEP 562) so that the ``rolloutlab``
+# command, which imports this package at every start for the ``learned:PATH`` spec, stays quick.
+_LAZY = {"MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("meta.rollout_length.env"), name)
+    globals()[name] = value
+    return value

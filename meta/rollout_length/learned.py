@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from meta.controllers import Feedback, RolloutLengthController, register_controller
-from meta.rollout_length.env import MetaEnvConfig, observation_space
 from meta.rollout_length.features import FEATURE_NAMES, featurize
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint
 from rolloutlab.config import from_dict
@@ -40,6 +39,10 @@ class LearnedController(RolloutLengthController):
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True) -> None:
+        # The meta-env module pulls in the inner learner (torch, SB3); importing it here keeps registering the
+        # ``learned:PATH`` spec, which every CLI start does, cheap.
+        from meta.rollout_length.env import MetaEnvConfig, observation_space
+
         envelope = load_checkpoint(path, kind="meta-policy")
         state = envelope["state"]
         if list(state["feature_names"]) != list(FEATURE_NAMES):

@@ -1,8 +1,29 @@
-"""Model-predictive control on learned models: CEM / MPPI over action sequences scored in an ensemble (PETS)."""
+"""Model-predictive control on learned models: CEM / MPPI over action sequences scored in an ensemble (PETS).
 
-from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
-from planning.mpc.planner import MPCPlanner
-from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
+The names below load on first use (PEP 562): the ``rolloutlab`` command imports :mod:`planning.mpc.cli` at every
+start to register ``--algo pets``, and that should not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
+    from planning.mpc.planner import MPCPlanner
+    from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
+
+_HOMES = {
+    "ActionSequenceOptimizer": "planning.mpc.optimizers",
+    "CEMConfig": "planning.mpc.optimizers",
+    "CEMOptimizer": "planning.mpc.optimizers",
+    "MPPIConfig": "planning.mpc.optimizers",
+    "MPPIOptimizer": "planning.mpc.optimizers",
+    "MPCPlanner": "planning.mpc.planner",
+    "PROPAGATIONS": "planning.mpc.trajectories",
+    "TrajectoryEvaluator": "planning.mpc.trajectories",
+}
 
 __all__ = [
     "PROPAGATIONS",
@@ -14,3 +35,11 @@ __all__ = [
     "MPPIOptimizer",
     "TrajectoryEvaluator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

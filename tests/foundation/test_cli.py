@@ -32,6 +32,20 @@ def test_help_lists_bench_and_every_pillar() -> None:
     assert ",".join(name for name, _, _ in PILLARS) in bench_help.stdout  # --only names every pillar, mpc included
 
 
+def test_help_does_not_import_torch() -> None:
+    # The top floor mounts every pillar and imports the registering extensions; none of that may load torch (about a
+    # second), which only the commands themselves need.
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from rolloutlab.cli import app\n"
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+        "print(sorted(m for m in ('torch', 'stable_baselines3', 'transformers') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
 def test_console_script_runs() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "rolloutlab.cli", "--version"], capture_output=True, text=True, check=True
@@ -59,3 +73,13 @@ def test_run_suite_reports_lines_and_errors(tmp_path: Path) -> None:
     md = (tmp_path / "summary.md").read_text()
     assert "| wordle | easy | total | 7920 |" in md
     assert "error: RuntimeError: boom" in md
+
+
+def test_lazy_package_names_resolve() -> None:
+    # planning.mpc and meta.rollout_length load some names on first use (PEP 562); each listed name must resolve.
+    import meta.rollout_length
+    import planning.mpc
+
+    for package in (planning.mpc, meta.rollout_length):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, f"{package.__name__}.{name}"
