@@ -205,7 +205,9 @@ def main() -> None:
     summary_path = out / "summary.json"
     for action_set in [a.strip() for a in args.train.split(",") if a.strip() and a.strip() != "none"]:
         update_summary(summary_path, {("meta_training", env_id, action_set): meta_train(args, action_set, env_id)})
-    training = update_summary(summary_path, {}).get("meta_training", {}).get(env_id, {})
+    # Read only: writing here would leave an empty summary.json beside a test run that has no finished arm yet.
+    on_disk = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    training = on_disk.get("meta_training", {}).get(env_id, {})
     finished = {a for a, rec in training.items() if rec.get("finished")}
 
     arms_path = out / f"arms_{env_id}.json"
