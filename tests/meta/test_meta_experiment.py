@@ -132,3 +132,28 @@ def test_summary_updates_keep_what_another_process_wrote_meanwhile(tmp_path: Pat
     summary = script.update_summary(path, {("envs", "Acrobot-v1"): {"arms": {}}, ("args",): {"x": 1}})
     assert summary["meta_training"]["Acrobot-v1"] == {"step": {"rounds": 3}, "direct": {"rounds": 1}}
     assert json.loads(path.read_text()) == summary and summary["args"] == {"x": 1}
+
+
+def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> None:
+    script = load_script(ROOT / "experiments" / "meta" / "round2_progress.py")
+    # Two rounds of two meta-episodes: K means 1 and 3 in round 0, 5 and 7 in round 1.
+    history = [
+        {"round": r, "k_schedule": [k, k], "final_j": j}
+        for r, k, j in [(0, 1, -500.0), (0, 3, -300.0), (1, 5, -200.0), (1, 7, -100.0)]
+    ]
+    folder = tmp_path / "Acrobot-v1_step"
+    folder.mkdir()
+    record = {"config": {"episodes": 8, "runs_per_round": 2}, "rounds_done": 2, "wall_seconds": 9.0, "history": history}
+    (folder / "meta_training.json").write_text(json.dumps(record))
+    arms = {
+        "arms": {"fixed:0": {"finals": [-500.0] * 4}},
+        "slices": {"fixed:2": {"0": {"finals": [-100.0, -120.0], "seconds": 30.0}}},
+    }
+    (tmp_path / "arms_Acrobot-v1.json").write_text(json.dumps(arms))
+    out = script.main(script.Args(results=str(tmp_path), window=1))
+    step = out["meta_training"]["step"]
+    assert (step["rounds_done"], step["rounds_total"], step["meta_episodes"]) == (2, 4, 4)
+    assert (step["mean_k_first"], step["mean_k_last"]) == (2.0, 6.0)
+    assert (step["final_j_first"], step["final_j_last"]) == (-400.0, -150.0)
+    assert out["test_runs"] == {"per_arm": {"fixed:0": 4, "fixed:2": 2}, "total": 6, "slice_seconds": [30.0]}
+    assert json.loads((tmp_path / "progress.json").read_text()) == out

@@ -1,0 +1,90 @@
+"""Where issue 16's round-two run stands: meta-training rounds, what the meta-agents do so far, test runs done.
+
+Reads only what ``experiments/meta/rollout_length.py`` commits (each action set's ``meta_training.json`` and the
+arms file) and writes ``results/round2/progress.json``, the source of the progress figures in ``docs/meta.md``. The
+K and final-return trends are over *training* meta-episodes (randomized physics, epsilon-greedy exploration), so
+they say what the compute is buying, not how the learned schedule scores: that is the test arms' job.
+
+    python experiments/meta/round2_progress.py
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tyro
+
+from rolloutlab.checkpoint import atomic_write_json
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Args:
+    results: str = str(HERE / "results" / "round2")
+    """The round-two folder (``<env>_<action set>/meta_training.json`` and ``arms_<env>.json``)."""
+    env_id: str = "Acrobot-v1"
+    """Inner env of the run."""
+    window: int = 5
+    """Rounds averaged at the start and at the end of meta-training."""
+
+
+def training_trend(history: list[dict[str, Any]], window: int) -> dict[str, float]:
+    """Mean K over a meta-episode and mean final return J, over the first and the last ``window`` rounds.
+
+    Args:
+        history: ``meta_training.json``'s ``history``: one row per meta-episode with ``round``, ``k_schedule`` and
+            ``final_j``.
+        window: Rounds in each average.
+    """
+    rounds = sorted({row["round"] for row in history})
+    first, last = set(rounds[:window]), set(rounds[-window:])
+
+    def mean_of(key: str, keep: set[int]) -> float:
+        return float(np.mean([np.mean(row[key]) for row in history if row["round"] in keep]))
+
+    return {
+        "mean_k_first": mean_of("k_schedule", first),
+        "mean_k_last": mean_of("k_schedule", last),
+        "final_j_first": mean_of("final_j", first),
+        "final_j_last": mean_of("final_j", last),
+    }
+
+
+def count_test_runs(arms: dict[str, Any]) -> dict[str, Any]:
+    """Runs filed per arm (finished arms and loose slices together) and the seconds each slice took."""
+    runs = {arm: len(result["finals"]) for arm, result in arms.get("arms", {}).items()}
+    seconds = []
+    for arm, slices in arms.get("slices", {}).items():
+        runs[arm] = runs.get(arm, 0) + sum(len(part["finals"]) for part in slices.values())
+        seconds += [part["seconds"] for part in slices.values() if "seconds" in part]
+    return {"per_arm": runs, "total": sum(runs.values()), "slice_seconds": sorted(seconds)}
+
+
+def main(args: Args) -> dict[str, Any]:
+    root = Path(args.results)
+    out: dict[str, Any] = {"env_id": args.env_id, "window": args.window, "meta_training": {}}
+    for folder in sorted(root.glob(f"{args.env_id}_*")):
+        record = json.loads((folder / "meta_training.json").read_text())
+        rounds_total = record["config"]["episodes"] // record["config"]["runs_per_round"]
+        out["meta_training"][folder.name.removeprefix(f"{args.env_id}_")] = {
+            "rounds_done": record["rounds_done"],
+            "rounds_total": rounds_total,
+            "meta_episodes": len(record["history"]),
+            "wall_seconds": record["wall_seconds"],
+            **training_trend(record["history"], args.window),
+        }
+    arms_path = root / f"arms_{args.env_id}.json"
+    if arms_path.exists():
+        out["test_runs"] = count_test_runs(json.loads(arms_path.read_text()))
+    atomic_write_json(root / "progress.json", out)
+    print(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))
