@@ -65,6 +65,24 @@ def count_test_runs(arms: dict[str, Any]) -> dict[str, Any]:
     return {"per_arm": runs, "total": sum(runs.values()), "slice_seconds": sorted(seconds)}
 
 
+def paired_so_far(arms: dict[str, Any]) -> dict[str, Any]:
+    """Each arm's mean final return over the runs that every arm has finished (runs 0 .. n-1, the same inner seeds).
+
+    An early paired look while the test arms fill in slice by slice; the issue's statistics (IQM, intervals,
+    probability of improvement) wait for all 40 runs in ``summary.json``.
+    """
+    ordered = {arm: list(result["finals"]) for arm, result in arms.get("arms", {}).items()}
+    for arm, slices in arms.get("slices", {}).items():
+        finals: list[float] = []
+        for start in sorted(slices, key=int):
+            if int(start) != len(finals):  # a gap: only the prefix from run 0 is paired with the other arms
+                break
+            finals += slices[start]["finals"]
+        ordered[arm] = finals
+    runs = min((len(finals) for finals in ordered.values()), default=0)
+    return {"runs": runs, "mean": {arm: float(np.mean(finals[:runs])) for arm, finals in ordered.items() if runs}}
+
+
 def main(args: Args) -> dict[str, Any]:
     root = Path(args.results)
     out: dict[str, Any] = {"env_id": args.env_id, "window": args.window, "meta_training": {}}
@@ -80,7 +98,9 @@ def main(args: Args) -> dict[str, Any]:
         }
     arms_path = root / f"arms_{args.env_id}.json"
     if arms_path.exists():
-        out["test_runs"] = count_test_runs(json.loads(arms_path.read_text()))
+        arms = json.loads(arms_path.read_text())
+        out["test_runs"] = count_test_runs(arms)
+        out["paired_so_far"] = paired_so_far(arms)
     atomic_write_json(root / "progress.json", out)
     print(json.dumps(out, indent=1))
     return out

@@ -156,4 +156,9 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     assert (step["mean_k_first"], step["mean_k_last"]) == (2.0, 6.0)
     assert (step["final_j_first"], step["final_j_last"]) == (-400.0, -150.0)
     assert out["test_runs"] == {"per_arm": {"fixed:0": 4, "fixed:2": 2}, "total": 6, "slice_seconds": [30.0]}
+    # Paired look: both arms over runs 0-1 only (fixed:2 has two runs so far).
+    assert out["paired_so_far"] == {"runs": 2, "mean": {"fixed:0": -500.0, "fixed:2": -110.0}}
+    # A slice of runs 5-6 with runs 0-4 missing pairs with nothing yet.
+    arms["slices"]["fixed:4"] = {"5": {"finals": [-150.0, -160.0]}}
+    assert script.paired_so_far(arms) == {"runs": 0, "mean": {}}
     assert json.loads((tmp_path / "progress.json").read_text()) == out
