@@ -27,6 +27,9 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
     OMP_NUM_THREADS=1 nice -n 10 python experiments/meta/rollout_length.py                      # everything
     OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train step --no-test          # one meta-training
     OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py --train none --arms fixed:0,fixed:2  # some test arms
+
+Test processes share the arms file: start the same ``--train none`` command once per free core and each takes the
+next unit no other process holds (a killed process's unit is taken up again, from its per-phase checkpoint).
 """
 
 from __future__ import annotations
@@ -38,13 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import tyro
+from filelock import FileLock
 
 from envs.perturbed import TEST_PHYSICS
 from meta.controllers import split_specs
-from meta.rollout_length.benchmark import EvalUnit, pending_units, record_unit, schedule_table, summarize_arms
+from meta.rollout_length.benchmark import EvalUnit, schedule_table, summarize_arms
 from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.evaluate import run_arms
 from meta.rollout_length.plots import plot_arms
+from meta.rollout_length.shared_arms import SharedArmsFile
 from meta.rollout_length.train import POLICY_NAME, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import from_dict, load_yaml, to_dict
@@ -182,15 +187,17 @@ def update_summary(path: Path, values: dict[tuple[str, ...], Any]) -> dict[str, 
     it back atomically.
 
     Reading just before writing (not once at start) keeps what other processes wrote meanwhile: the step and direct
-    meta-trainings and the test process run side by side and each writes only its own keys.
+    meta-trainings and the test processes run side by side and each writes only its own keys. The lock (a
+    ``.lock`` file beside the summary, ignored by git) keeps two of them from interleaving their read and write.
     """
-    summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    for keys, value in values.items():
-        node = summary
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = value
-    atomic_write_json(path, summary)
+    with FileLock(str(path) + ".lock"):
+        summary: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        for keys, value in values.items():
+            node = summary
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value
+        atomic_write_json(path, summary)
     return summary
 
 
@@ -219,17 +226,23 @@ def main() -> None:
         "final_episodes": args.final_episodes,
         "physics": TEST_PHYSICS[env_id],
     }
-    saved: dict[str, Any] = json.loads(arms_path.read_text()) if arms_path.exists() else {}
-    if saved and saved.get("protocol") != protocol:
-        raise SystemExit(f"{arms_path} holds results of another protocol; move it away to start anew")
-    saved["protocol"] = protocol
+    # Several processes may run this command at once (one per core): each claims the next free unit under a lock
+    # and files it into the arms file as it is on disk then (meta/rollout_length/shared_arms.py).
+    shared = SharedArmsFile(arms_path, args.scratch_dir, protocol)
     specs = arm_specs(args, env_id, finished)
-    for unit in pending_units(specs, args.test_runs, args.runs_per_unit, saved):
-        result = run_unit(args, cfg, unit)
-        if record_unit(unit, result, saved, args.test_runs):
+    while (unit := shared.claim_next(specs, args.test_runs, args.runs_per_unit)) is not None:
+        try:
+            result = run_unit(args, cfg, unit)
+        except BaseException:
+            shared.release(unit)
+            raise
+        saved, complete = shared.record(unit, result, args.test_runs)
+        if complete:
             print(f"[{env_id}] {unit.arm} complete: mean {saved['arms'][unit.arm]['mean']:.1f}", flush=True)
-        atomic_write_json(arms_path, saved)
+    if others := shared.claimed_by_others(specs, args.test_runs, args.runs_per_unit):
+        print(f"[{env_id}] left to the other processes running them: {', '.join(others)}", flush=True)
 
+    saved = shared.read()
     done = saved.get("arms", {})
     entry = summarize_arms(done, seed=args.test_seed, reps=args.bootstrap_reps)
     for arm, result in done.items():
