@@ -76,7 +76,7 @@ def test_a_live_claim_is_skipped_and_a_dead_one_is_taken_up(tmp_path: Path) -> N
     assert first.name not in json.loads(shared.claims_path.read_text())
 
 
-def test_a_reused_pid_does_not_keep_a_claim(tmp_path: Path) -> None:
+def test_a_reused_pid_does_not_keep_a_claim() -> None:
     me = os.getpid()
     assert process_alive(me, process_start_time(me))
     assert not process_alive(me, "an earlier process with this pid")
