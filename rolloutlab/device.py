@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # torch is imported inside the functions: the command-line modules import this one for their --device option, and
 # ``rolloutlab --help`` must not pay for importing torch.
 
-__all__ = ["DEVICE_CHOICES", "DEVICE_HELP", "DeviceError", "device_option", "resolve_device"]
+__all__ = ["DEVICE_CHOICES", "DEVICE_HELP", "DeviceError", "cpu_arithmetic", "device_option", "resolve_device"]
 
 #: The accepted spellings, for messages.
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
@@ -102,3 +102,28 @@ def device_option(value: str | None) -> str | None:
         return str(resolve_device(value))
     except DeviceError as exc:
         raise typer.BadParameter(str(exc)) from exc
+
+
+def cpu_arithmetic() -> str:
+    """What decides how this machine's CPU rounds torch's arithmetic: the torch build, the kernel set it dispatches to
+    (``torch.backends.cpu.get_cpu_capability()``: AVX2, AVX512, ...), the architecture and the CPU model.
+
+    Two runs with the same seeds are bit-identical only where this string is the same: kernels for other instruction
+    sets sum in another order, and a training run amplifies the last-bit difference into another trajectory (seen
+    in issue 16's test arms: runs scored on two machines agreed on no final score). Results that are compared run by
+    run record it, so a mix can be found and rescored.
+
+    Returns:
+        For example ``"torch 2.13.0+cpu, AVX512, x86_64, AMD EPYC"``.
+    """
+    import platform
+
+    import torch
+
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, {model}"

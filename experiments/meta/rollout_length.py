@@ -45,7 +45,13 @@ from filelock import FileLock
 
 from envs.perturbed import TEST_PHYSICS
 from meta.controllers import split_specs
-from meta.rollout_length.benchmark import EvalUnit, schedule_table, summarize_arms
+from meta.rollout_length.benchmark import (
+    EvalUnit,
+    machines_by_run,
+    mixed_machine_runs,
+    schedule_table,
+    summarize_arms,
+)
 from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.evaluate import run_arms
 from meta.rollout_length.plots import plot_arms
@@ -53,6 +59,7 @@ from meta.rollout_length.shared_arms import SharedArmsFile
 from meta.rollout_length.train import POLICY_NAME, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import from_dict, load_yaml, to_dict
+from rolloutlab.device import cpu_arithmetic
 from rolloutlab.threads import set_torch_threads
 
 HERE = Path(__file__).resolve().parent
@@ -179,7 +186,8 @@ def run_unit(args: Args, cfg: MetaTrainConfig, unit: EvalUnit) -> dict[str, Any]
         first_run=unit.first_run,
     )
     (result,) = results.values()
-    return result
+    # Paired runs are bit-identical only on one kind of CPU: record where this unit ran (see mixed_machine_runs).
+    return {**result, "arithmetic": cpu_arithmetic()}
 
 
 def update_summary(path: Path, values: dict[tuple[str, ...], Any]) -> dict[str, Any]:
@@ -249,6 +257,17 @@ def main() -> None:
         entry["arms"][arm]["seconds"] = result["seconds"]
         entry["arms"][arm]["k_schedules"] = result.get("k_schedules")
     entry["protocol"] = protocol
+    mixed = mixed_machine_runs(saved)
+    entry["machines"] = {
+        "seen": sorted({m for runs in machines_by_run(saved).values() for m in runs.values() if m is not None}),
+        "mixed_runs": {str(run): machines for run, machines in mixed.items()},
+    }
+    if mixed:
+        print(
+            f"[{env_id}] warning: runs {sorted(mixed)} were scored on different machines for different arms, so "
+            "they are not paired bit for bit; rescore them on one machine (see docs/meta.md)",
+            flush=True,
+        )
     update_summary(summary_path, {
         ("envs", env_id): entry,
         ("args",): asdict(args),

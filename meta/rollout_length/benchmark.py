@@ -125,6 +125,43 @@ def record_unit(unit: EvalUnit, result: Mapping[str, Any], saved: dict[str, Any]
     return True
 
 
+def machines_by_run(saved: Mapping[str, Any]) -> dict[str, dict[int, str | None]]:
+    """``{arm: {run: machine}}``: where each run of the arms file was scored (None where its slice did not record it).
+
+    Reads the machine (:func:`rolloutlab.device.cpu_arithmetic`) of finished arms (``{first run: machine}``, see
+    :func:`~meta.rollout_length.evaluate.merge_run_slices`) and of loose slices alike.
+    """
+    out: dict[str, dict[int, str | None]] = {}
+    for arm, result in saved.get("arms", {}).items():
+        starts = sorted(int(s) for s in result.get("arithmetic", {})) or [0]
+        ends = [*starts[1:], len(result["finals"])]
+        out[arm] = {
+            run: result.get("arithmetic", {}).get(str(start))
+            for start, end in zip(starts, ends, strict=True)
+            for run in range(start, end)
+        }
+    for arm, slices in saved.get("slices", {}).items():
+        runs = out.setdefault(arm, {})
+        for start, part in slices.items():
+            runs.update({int(start) + i: part.get("arithmetic") for i in range(len(part["finals"]))})
+    return out
+
+
+def mixed_machine_runs(saved: Mapping[str, Any]) -> dict[int, list[str]]:
+    """The runs whose arms were scored on more than one machine: ``{run: [machines]}`` (unrecorded ones left out).
+
+    Run ``i`` of every arm shares its seeds, but the comparison is paired only where every arm's run ``i`` did its
+    arithmetic on the same kind of CPU (:func:`rolloutlab.device.cpu_arithmetic`); a run listed here should be
+    rescored for the arms that differ.
+    """
+    seen: dict[int, set[str]] = {}
+    for runs in machines_by_run(saved).values():
+        for run, machine in runs.items():
+            if machine is not None:
+                seen.setdefault(run, set()).add(machine)
+    return {run: sorted(machines) for run, machines in sorted(seen.items()) if len(machines) > 1}
+
+
 def is_schedule(arm: str) -> bool:
     """Whether ``arm`` is a hand-designed schedule (fixed, INC, DEC, INC-DEC, linear, uncertainty)."""
     return not arm.startswith(META_PREFIX) and not arm.startswith(NON_SCHEDULES)

@@ -19,6 +19,7 @@ filed under its arm's spec (:func:`arm_key`). Results written before arms were s
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -206,7 +207,8 @@ def merge_run_slices(slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One arm's result from its slices of runs (``run_arms(..., first_run=...)`` results, in run order).
 
     Finals and K schedules are concatenated, so run i keeps its place and the comparison stays paired; ``seconds``
-    is summed (the compute the arm cost, whichever slices ran side by side).
+    is summed (the compute the arm cost, whichever slices ran side by side). Slices that recorded the machine they were
+    scored on (``"arithmetic"``, :func:`rolloutlab.device.cpu_arithmetic`) keep it as ``{first run: machine}``.
     """
     if not slices:
         raise ValueError("no slices to merge")
@@ -215,6 +217,9 @@ def merge_run_slices(slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if all("k_schedules" in part for part in slices):
         merged["k_schedules"] = [list(k) for part in slices for k in part["k_schedules"]]
     merged["seconds"] = float(sum(part["seconds"] for part in slices))
+    if any("arithmetic" in part for part in slices):  # where each slice was scored, by its first run
+        starts = itertools.accumulate((len(part["finals"]) for part in slices[:-1]), initial=0)
+        merged["arithmetic"] = {str(s): part.get("arithmetic") for s, part in zip(starts, slices, strict=True)}
     return merged
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import typer
 
-from rolloutlab.device import DeviceError, device_option, resolve_device
+from rolloutlab.device import DeviceError, cpu_arithmetic, device_option, resolve_device
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where torch has no CUDA")
 
@@ -47,3 +47,9 @@ def test_device_option_resolves_for_the_config_and_refuses_as_bad_parameter() ->
     assert device_option("auto") == str(resolve_device("auto"))
     with pytest.raises(typer.BadParameter, match="unknown device"):
         device_option("nope")
+
+
+def test_cpu_arithmetic_names_the_torch_build_and_its_kernel_set() -> None:
+    machine = cpu_arithmetic()
+    assert machine.startswith(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, ")
+    assert machine == cpu_arithmetic()  # the same on every call: results compare it as a string

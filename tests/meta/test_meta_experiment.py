@@ -13,6 +13,9 @@ import scipy.stats
 from script_modules import load_script
 
 from meta.rollout_length.benchmark import (
+    EvalUnit,
+    machines_by_run,
+    mixed_machine_runs,
     pending_units,
     record_unit,
     run_slices,
@@ -82,6 +85,29 @@ def test_units_cover_every_run_once_and_finished_slices_are_skipped() -> None:
     assert [u.first_run for u in pending_units(arms, 7, 3, saved)] == [3, 6]
     with pytest.raises(ValueError, match="test_runs"):
         run_slices(0, 1)
+
+
+def test_runs_scored_on_different_machines_are_found() -> None:
+    def part(first: int, runs: int, machine: str | None) -> dict[str, object]:
+        out = _fake(first, runs)
+        return out if machine is None else {**out, "arithmetic": machine}
+
+    saved: dict[str, object] = {}
+    # fixed:0 finishes (its slices keep their machines, by first run); meta_step has loose slices, one unrecorded.
+    record_unit(EvalUnit("fixed:0", "fixed:0", 0, 3), part(0, 3, "A"), saved, 5)
+    assert record_unit(EvalUnit("fixed:0", "fixed:0", 3, 2), part(3, 2, "B"), saved, 5)
+    assert saved["arms"]["fixed:0"]["arithmetic"] == {"0": "A", "3": "B"}  # type: ignore[index]
+    record_unit(EvalUnit("meta_step", "learned:x.pt", 0, 3), part(0, 3, "A"), saved, 5)
+    record_unit(EvalUnit("meta_step", "learned:x.pt", 3, 2), part(3, 2, None), saved, 5)
+    assert machines_by_run(saved) == {
+        "fixed:0": {0: "A", 1: "A", 2: "A", 3: "B", 4: "B"},
+        "meta_step": {0: "A", 1: "A", 2: "A", 3: None, 4: None},
+    }
+    assert mixed_machine_runs(saved) == {}  # an unrecorded machine is not taken for a mismatch
+    record_unit(EvalUnit("random:1,8", "random:1,8", 0, 3), part(0, 3, "B"), saved, 5)
+    assert mixed_machine_runs(saved) == {0: ["A", "B"], 1: ["A", "B"], 2: ["A", "B"]}
+    # A finished arm from before machines were recorded counts as unrecorded throughout.
+    assert machines_by_run({"arms": {"fixed:1": _fake(0, 2)}}) == {"fixed:1": {0: None, 1: None}}
 
 
 def test_summary_statistics_and_target() -> None:
