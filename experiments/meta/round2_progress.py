@@ -65,22 +65,51 @@ def count_test_runs(arms: dict[str, Any]) -> dict[str, Any]:
     return {"per_arm": runs, "total": sum(runs.values()), "slice_seconds": sorted(seconds)}
 
 
+def filed_in_order(arms: dict[str, Any], key: str) -> dict[str, list[Any]]:
+    """Each arm's per-run ``key`` (``finals``, ``k_schedules``) over its runs filed from run 0 on without a gap.
+
+    A slice after a gap (say runs 5-9 while runs 0-4 run elsewhere) is left out until the gap is filled: only the
+    prefix from run 0 pairs with the other arms' runs.
+    """
+    ordered = {arm: list(result[key]) for arm, result in arms.get("arms", {}).items()}
+    for arm, slices in arms.get("slices", {}).items():
+        values: list[Any] = []
+        for start in sorted(slices, key=int):
+            if int(start) != len(values):
+                break
+            values += slices[start][key]
+        ordered[arm] = values
+    return ordered
+
+
 def paired_so_far(arms: dict[str, Any]) -> dict[str, Any]:
     """Each arm's mean final return over the runs that every arm has finished (runs 0 .. n-1, the same inner seeds).
 
     An early paired look while the test arms fill in slice by slice; the issue's statistics (IQM, intervals,
     probability of improvement) wait for all 40 runs in ``summary.json``.
     """
-    ordered = {arm: list(result["finals"]) for arm, result in arms.get("arms", {}).items()}
-    for arm, slices in arms.get("slices", {}).items():
-        finals: list[float] = []
-        for start in sorted(slices, key=int):
-            if int(start) != len(finals):  # a gap: only the prefix from run 0 is paired with the other arms
-                break
-            finals += slices[start]["finals"]
-        ordered[arm] = finals
+    ordered = filed_in_order(arms, "finals")
     runs = min((len(finals) for finals in ordered.values()), default=0)
     return {"runs": runs, "mean": {arm: float(np.mean(finals[:runs])) for arm, finals in ordered.items() if runs}}
+
+
+def k_on_test_physics(arms: dict[str, Any]) -> dict[str, Any]:
+    """What each arm did with K on the test physics: its mean K at each of the run's decisions, and how often it
+    chose each K, over its filed runs (from run 0 on). For the META arms this is the learned schedule, greedy."""
+    out = {}
+    for arm, schedules in filed_in_order(arms, "k_schedules").items():
+        if not schedules:
+            continue
+        ks = np.asarray(schedules, dtype=np.int64)
+        values, counts = np.unique(ks, return_counts=True)
+        out[arm] = {
+            "runs": int(ks.shape[0]),
+            "mean_k_by_decision": [round(float(k), 2) for k in ks.mean(axis=0)],
+            "share_of_decisions": {
+                str(int(v)): round(float(c) / ks.size, 3) for v, c in zip(values, counts, strict=True)
+            },
+        }
+    return out
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -101,6 +130,7 @@ def main(args: Args) -> dict[str, Any]:
         arms = json.loads(arms_path.read_text())
         out["test_runs"] = count_test_runs(arms)
         out["paired_so_far"] = paired_so_far(arms)
+        out["k_on_test_physics"] = k_on_test_physics(arms)
     atomic_write_json(root / "progress.json", out)
     print(json.dumps(out, indent=1))
     return out

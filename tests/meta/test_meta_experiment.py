@@ -172,8 +172,8 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     record = {"config": {"episodes": 8, "runs_per_round": 2}, "rounds_done": 2, "wall_seconds": 9.0, "history": history}
     (folder / "meta_training.json").write_text(json.dumps(record))
     arms = {
-        "arms": {"fixed:0": {"finals": [-500.0] * 4}},
-        "slices": {"fixed:2": {"0": {"finals": [-100.0, -120.0], "seconds": 30.0}}},
+        "arms": {"fixed:0": {"finals": [-500.0] * 4, "k_schedules": [[0, 0]] * 4}},
+        "slices": {"fixed:2": {"0": {"finals": [-100.0, -120.0], "k_schedules": [[1, 2], [2, 4]], "seconds": 30.0}}},
     }
     (tmp_path / "arms_Acrobot-v1.json").write_text(json.dumps(arms))
     out = script.main(script.Args(results=str(tmp_path), window=1))
@@ -184,7 +184,16 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     assert out["test_runs"] == {"per_arm": {"fixed:0": 4, "fixed:2": 2}, "total": 6, "slice_seconds": [30.0]}
     # Paired look: both arms over runs 0-1 only (fixed:2 has two runs so far).
     assert out["paired_so_far"] == {"runs": 2, "mean": {"fixed:0": -500.0, "fixed:2": -110.0}}
+    assert out["k_on_test_physics"] == {
+        "fixed:0": {"runs": 4, "mean_k_by_decision": [0.0, 0.0], "share_of_decisions": {"0": 1.0}},
+        "fixed:2": {
+            "runs": 2,
+            "mean_k_by_decision": [1.5, 3.0],
+            "share_of_decisions": {"1": 0.25, "2": 0.5, "4": 0.25},
+        },
+    }
     # A slice of runs 5-6 with runs 0-4 missing pairs with nothing yet.
-    arms["slices"]["fixed:4"] = {"5": {"finals": [-150.0, -160.0]}}
+    arms["slices"]["fixed:4"] = {"5": {"finals": [-150.0, -160.0], "k_schedules": [[4, 4], [4, 4]]}}
     assert script.paired_so_far(arms) == {"runs": 0, "mean": {}}
+    assert "fixed:4" not in script.k_on_test_physics(arms)
     assert json.loads((tmp_path / "progress.json").read_text()) == out
