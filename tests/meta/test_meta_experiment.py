@@ -197,3 +197,21 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     assert script.paired_so_far(arms) == {"runs": 0, "mean": {}}
     assert "fixed:4" not in script.k_on_test_physics(arms)
     assert json.loads((tmp_path / "progress.json").read_text()) == out
+
+
+def test_readme_quotes_the_round2_table() -> None:
+    heading, body = (RESULTS / "round2" / "table.md").read_text().split("\n\n", 1)
+    assert heading == "## Acrobot-v1, perturbed test physics"
+    assert "| meta_step | 40 |" in body and "| meta_direct | 40 |" in body  # the finished run, not a partial one
+    assert body in (ROOT / "README.md").read_text()  # the rows and the META lines, under the README's own heading
+
+
+def test_the_issue_summary_is_round_two() -> None:
+    """``results/summary.json`` (the issue's path) is round two's summary, with the issue's keys."""
+    summary = (RESULTS / "summary.json").read_bytes()
+    assert summary == (RESULTS / "round2" / "summary.json").read_bytes()
+    entry = json.loads(summary)["envs"]["Acrobot-v1"]
+    assert set(entry["prob_improvement_vs_best"]) == {"meta_step", "meta_direct"}
+    for arm in entry["arms"].values():
+        assert {"mean", "median", "iqm", "ci"} <= set(arm) and arm["runs"] == 40
+    assert entry["machines"]["mixed_runs"] == {}  # every run paired on one kind of CPU
