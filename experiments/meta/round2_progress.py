@@ -112,6 +112,30 @@ def k_on_test_physics(arms: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def against_schedule(arms: dict[str, Any], reference: str) -> dict[str, Any]:
+    """Each arm run for run against ``reference`` (the best schedule): wins, ties and losses of the final return, the
+    runs whose K schedule is the reference's, and how many of those have its final return bit for bit (all of them,
+    where the comparison is paired), plus the runs that hold the reference's last K over the second half."""
+    finals, schedules = filed_in_order(arms, "finals"), filed_in_order(arms, "k_schedules")
+    ref_f, ref_k = finals[reference], schedules[reference]
+    out = {}
+    for arm in finals:
+        n = min(len(finals[arm]), len(ref_f))
+        f, k = finals[arm][:n], schedules[arm][:n]
+        same = [i for i in range(n) if k[i] == ref_k[i]]
+        half = len(ref_k[0]) // 2 if ref_k else 0
+        out[arm] = {
+            "runs": n,
+            "wins": sum(f[i] > ref_f[i] for i in range(n)),
+            "ties": sum(f[i] == ref_f[i] for i in range(n)),
+            "losses": sum(f[i] < ref_f[i] for i in range(n)),
+            "same_schedule_runs": len(same),
+            "same_schedule_equal_finals": sum(f[i] == ref_f[i] for i in same),
+            "last_half_at_reference_k": sum(all(x == ref_k[i][-1] for x in k[i][half:]) for i in range(n)),
+        }
+    return out
+
+
 def main(args: Args) -> dict[str, Any]:
     root = Path(args.results)
     out: dict[str, Any] = {"env_id": args.env_id, "window": args.window, "meta_training": {}}
@@ -131,6 +155,11 @@ def main(args: Args) -> dict[str, Any]:
         out["test_runs"] = count_test_runs(arms)
         out["paired_so_far"] = paired_so_far(arms)
         out["k_on_test_physics"] = k_on_test_physics(arms)
+        summary_path = root / "summary.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        best = summary.get("envs", {}).get(args.env_id, {}).get("best_schedule")
+        if best is not None:
+            out["against_best_schedule"] = {"best_schedule": best, "arms": against_schedule(arms, best)}
     atomic_write_json(root / "progress.json", out)
     print(json.dumps(out, indent=1))
     return out

@@ -196,6 +196,18 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     arms["slices"]["fixed:4"] = {"5": {"finals": [-150.0, -160.0], "k_schedules": [[4, 4], [4, 4]]}}
     assert script.paired_so_far(arms) == {"runs": 0, "mean": {}}
     assert "fixed:4" not in script.k_on_test_physics(arms)
+    # Run for run against a reference: fixed:2 wins both; a copy of fixed:2's run 0 ties it bit for bit.
+    arms["slices"]["copy"] = {"0": {"finals": [-100.0, -130.0], "k_schedules": [[1, 2], [2, 2]]}}
+    against = script.against_schedule(arms, "fixed:0")
+    assert against["fixed:2"] == {
+        "runs": 2, "wins": 2, "ties": 0, "losses": 0,
+        "same_schedule_runs": 0, "same_schedule_equal_finals": 0, "last_half_at_reference_k": 0,
+    }  # fmt: skip
+    against = script.against_schedule(arms, "fixed:2")
+    assert against["copy"] == {
+        "runs": 2, "wins": 0, "ties": 1, "losses": 1,
+        "same_schedule_runs": 1, "same_schedule_equal_finals": 1, "last_half_at_reference_k": 1,
+    }  # fmt: skip
     assert json.loads((tmp_path / "progress.json").read_text()) == out
 
 
