@@ -44,7 +44,7 @@ def probe(run_dir: Path, n: int) -> dict[str, Any]:
     length = cfg.corridor_length
     cues, sequences = [], []
     for seed in range(n):
-        env = make_task_env("tmaze", corridor_length=length)
+        env = make_task_env("tmaze", corridor_length=length, time_input=cfg.time_input)
         obs, _ = env.reset(seed=seed)
         cues.append(float(obs[0]))
         steps = [obs] + [env.step(0)[0] for _ in range(length)]
