@@ -293,15 +293,27 @@ def _one_row_per_step(history: list[dict[str, float]]) -> list[dict[str, float]]
     return [rows[step] for step in sorted(rows)]
 
 
+def missing_pieces(root: Path, name: str, seeds: list[int]) -> list[str]:
+    """File names of the pieces of task ``name`` that are not in ``root`` yet: the references, the agent per seed,
+    the RecurrentPPO grid and RecurrentPPO at equal steps and at equal time per seed."""
+    wanted = [partial_path(root, name, "references")]
+    wanted += [partial_path(root, name, "agent", s) for s in seeds]
+    wanted.append(partial_path(root, name, "ppo_grid"))
+    wanted += [partial_path(root, name, m, s) for m in ("ppo_equal_steps", "ppo_equal_time") for s in seeds]
+    return [path.name for path in wanted if not path.exists()]
+
+
 def summarize(root: Path, seeds: list[int], tasks: list[str] | None = None) -> dict[str, Any]:
     """The summary of the partial files in ``root``: per task the agent (greedy headline and sampled), RecurrentPPO
     at equal env steps and equal wall-clock, the matched references and the target. A task whose runs are missing
-    says ``"status": "incomplete"`` and has no ``target_met``; nothing is filled in."""
+    says ``"status": "incomplete"`` and has no ``target_met``; nothing is filled in. Every task lists the pieces
+    still to run under ``missing_pieces`` (a target met or missed by a complete agent stands while RecurrentPPO's
+    pieces are missing: the target is the agent's)."""
     out: dict[str, Any] = {"seeds": seeds, "targets": TARGETS, "tasks": {}}
     for name in tasks or list(TASKS):
         refs_file = load_json(partial_path(root, name, "references"))
         agent_runs = [load_json(partial_path(root, name, "agent", s)) for s in seeds]
-        entry: dict[str, Any] = {"target_rule": TARGETS[name]}
+        entry: dict[str, Any] = {"target_rule": TARGETS[name], "missing_pieces": missing_pieces(root, name, seeds)}
         if refs_file is not None:
             entry["references"] = {k: v["mean"] for k, v in refs_file["references"].items()}
             entry["references_stderr"] = {k: v["stderr"] for k, v in refs_file["references"].items()}
@@ -351,6 +363,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         ppo = " / ".join(_fmt(entry.get(m, {}).get("mean")) for m in ("ppo_equal_steps", "ppo_equal_time"))
         refs = ", ".join(f"{k} {v:.2f}" for k, v in entry.get("references", {}).items())
         met = "pending" if "target_met" not in entry else ("yes" if entry["target_met"] else "no")
+        if entry.get("missing_pieces"):
+            met += f" ({len(entry['missing_pieces'])} pieces to run)"
         lines.append(
             f"| {name} ({entry.get('eval_tasks', '—')} tasks) | {_fmt(agent and agent['mean'])} ({seeds}) | "
             f"{_fmt(agent and agent['sampled_mean'])} | {ppo} | {refs} | {entry['target_rule']} "

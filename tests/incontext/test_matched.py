@@ -293,6 +293,14 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     assert entry["agent"]["mean"] == run["eval"]["mean"] and "bayes_optimal" in entry["references"]
     assert entry["target_met"] == (run["eval"]["mean"] >= 0.98 * entry["references"]["bayes_optimal"])
     assert summary["tasks"]["keydoor"]["status"] == "incomplete" and "target_met" not in summary["tasks"]["keydoor"]
+    # What is still to run is named, piece by piece: here RecurrentPPO's (skipped), and all of the key-door's.
+    assert entry["missing_pieces"] == [
+        "bandit_2x100__ppo_grid.json",
+        "bandit_2x100__ppo_equal_steps__seed0.json",
+        "bandit_2x100__ppo_equal_time__seed0.json",
+    ]
+    assert len(summary["tasks"]["keydoor"]["missing_pieces"]) == 5
+    assert "(3 pieces to run)" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "summary.md").read_text() == summary_table(summarize(tmp_path / "partial", [0]))
     assert entry["agent"]["settings"] == ["amago"]
     # A piece run with another setting is not mixed in: the script stops and names the file.
