@@ -31,7 +31,8 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 
 Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
 ``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
-``"status": "incomplete"``) and ``results/summary.md``. The logic is :mod:`meta.incontext.matched`'s.
+``"status": "incomplete"``), ``results/summary.md`` (its table) and ``results/summary.png`` (each seed's learning curve
+against the target, the references and RecurrentPPO). The logic is :mod:`meta.incontext.matched`'s.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tyro
@@ -159,6 +161,38 @@ def run_task(name: str, args: Args, root: Path) -> None:
                 save_json(path, run_ppo(cfg, env_steps, max_seconds, best_config))
 
 
+def plot(summary: dict[str, Any], path: Path) -> None:
+    """One panel per task: each agent seed's learning curve (greedy evaluations on the evaluation tasks), the target,
+    the matched references and RecurrentPPO's means at equal env steps and at equal wall-clock."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = summary["tasks"]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.6 * len(tasks), 3.8), squeeze=False)
+    for ax, (name, entry) in zip(axes[0], tasks.items(), strict=True):
+        for seed, curve in zip(summary["seeds"], (entry.get("agent") or {}).get("learning_curves", []), strict=False):
+            ax.plot([r["env_steps"] for r in curve], [r["eval_return"] for r in curve], "o-", ms=3,
+                    label=f"agent seed {seed}")  # fmt: skip
+        for ref, value in entry.get("references", {}).items():
+            ax.axhline(value, color="0.75", lw=0.8)
+            ax.annotate(ref, (1.0, value), xycoords=("axes fraction", "data"), fontsize=6, ha="right", va="bottom")
+        if entry.get("target") is not None:
+            ax.axhline(entry["target"], color="k", ls=":", label="target")
+        for method, style in (("ppo_equal_steps", "--"), ("ppo_equal_time", "-.")):
+            if method in entry:
+                ax.axhline(entry[method]["mean"], color="tab:purple", ls=style, label=f"RecurrentPPO {method[4:]}")
+        ax.set_title(name)
+        ax.set_xlabel("agent env steps")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="lower right")
+    axes[0][0].set_ylabel("greedy return (success for the T-maze)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(args: Args) -> None:
     set_torch_threads(1)
     root = Path(args.partial_dir)
@@ -176,6 +210,7 @@ def main(args: Args) -> None:
     atomic_write_json(out / "summary.json", summary)
     table = summary_table(summary)
     atomic_write_text(out / "summary.md", table)
+    plot(summary, out / "summary.png")
     print(table)
 
 

@@ -1,5 +1,6 @@
-"""Merge the part files of ``benchmark.py`` into ``results/summary.json`` (issue 7's keys), ``summary.md`` (the README's
-table) and ``summary.png``.
+"""Merge the part files of ``benchmark.py`` (issue 7's benchmark) into ``results/summary_issue7.json`` (issue 7's keys),
+``summary_issue7.md`` (its table) and ``summary_issue7.png``. ``results/summary.json`` is the second round's
+(``matched.py``).
 
     python experiments/incontext/summarize.py
 
@@ -26,7 +27,7 @@ RESULTS = Path(__file__).parent / "results"
 @dataclass
 class Args:
     results: str = str(RESULTS)
-    """Folder of the part files; summary.json, summary.md and summary.png are written there."""
+    """Folder of the part files; summary_issue7.json, .md and .png are written there."""
 
 
 def plot(summary: dict[str, Any], path: Path) -> None:
@@ -78,9 +79,9 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 def main(args: Args) -> None:
     results = Path(args.results)
     summary = summarize_parts(results)
-    atomic_write_json(results / "summary.json", summary)
-    plot(summary, results / "summary.png")
-    atomic_write_text(results / "summary.md", summary_table(summary))
+    atomic_write_json(results / "summary_issue7.json", summary)
+    plot(summary, results / "summary_issue7.png")
+    atomic_write_text(results / "summary_issue7.md", summary_table(summary))
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "references"} for k, v in summary.items()}, indent=1))
 
 
