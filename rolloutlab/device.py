@@ -110,7 +110,7 @@ def cpu_arithmetic() -> str:
 
     Two runs with the same seeds are bit-identical only where this string is the same: kernels for other instruction
     sets sum in another order, and a training run amplifies the last-bit difference into another trajectory (seen
-    in issue 16's test arms: runs scored on two machines agreed on no final score). Results that are compared run by
+    in the rollout-length test arms: runs scored on two machines agreed on no final score). Results compared run by
     run record it, so a mix can be found and rescored.
 
     Returns:

@@ -68,7 +68,7 @@ class SACConfig:
 
 
 def _mbpo_model_config() -> ModelConfig:
-    # MBPO's 7x4x200 ensemble, fit until the holdout stops improving (no small epoch cap: round one's cap of 50 epochs
+    # MBPO's 7x4x200 ensemble, fit until the holdout stops improving (no small epoch cap: an earlier cap of 50 epochs
     # left the model far from converged while it supplied 95% of SAC's data).
     return ModelConfig()
 

@@ -4,7 +4,7 @@ One gymnasium episode is one meta-rollout, so SB3 resets the LSTM state only bet
 what it learned about a task across that task's inner episodes. It is evaluated on the same tasks
 as the in-context agent (seeds from :data:`~meta.incontext.tasks.EVAL_SEED_BASE`).
 
-Issue 18 gives it two budgets beside the agent's: the agent's env steps, and the agent's wall-clock
+It gets two budgets beside the agent's: the agent's env steps, and the agent's wall-clock
 (``max_seconds``: PPO is cheaper per step, so at equal time it sees more steps), with settings chosen over the small
 grid :data:`RECURRENT_PPO_GRID` (:func:`recurrent_ppo_grid`).
 """
@@ -46,7 +46,7 @@ class RecurrentPPOConfig:
     lstm_hidden_size: int = 64
 
 
-#: The settings grid RecurrentPPO is tuned over (issue 18: issue 7 ran it untuned at 4 epochs, LSTM 64, gamma 0.99):
+#: The settings grid RecurrentPPO is tuned over (untuned it runs at 4 epochs, LSTM 64, gamma 0.99):
 #: every combination of these values, the other fields at :class:`RecurrentPPOConfig`'s defaults.
 RECURRENT_PPO_GRID: dict[str, tuple[Any, ...]] = {
     "lstm_hidden_size": (64, 128),

@@ -1,9 +1,9 @@
-"""How many training tokens see the history they see when acting? (issue 18, "found in review" 1).
+"""How many training tokens see the history they see when acting?
 
 When acting, the agent reads a trial one step at a time through its KV cache, so the features of step ``t`` depend
 on every step the cache still holds. A training window that starts mid-trial, or is shorter than the trial, computes
 the features of some of its steps from a shorter history; their targets and gradients then describe inputs the acting
-agent never sees. Issue 7's settings matched on 4.0 % (bandit) and 1.1 % (key-door) of training tokens.
+agent never sees. Windows cut short of whole trials matched on as little as 1-4 % of training tokens.
 
 :func:`history_match` measures this numerically rather than from the attention mask: it cuts training windows the
 trainer's way, encodes them the loss's way, replays each source trajectory step by step through the KV cache the

@@ -1,7 +1,7 @@
 """Reference policies scored on exactly the agent's evaluation tasks (paired: same reset seeds, same tasks).
 
-Issue 7 compared the agent with references computed on 20k other tasks; on 200 evaluation tasks the gap between the
-two was as large as the shortfall being measured. Here every reference plays the tasks that
+Against references computed on other tasks (20k of them), the gap on 200 evaluation tasks can be as large as the
+shortfall being measured. Here every reference plays the tasks that
 :func:`~meta.incontext.trainer.evaluate_agent` plays, task ``i`` being the env reset with
 :data:`~meta.incontext.tasks.EVAL_SEED_BASE` ``+ i``, and returns one total per task, so differences are paired.
 

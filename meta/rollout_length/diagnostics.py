@@ -1,6 +1,6 @@
 """Did the meta-agent learn? Its values against the Monte-Carlo returns of its own replay buffer.
 
-Round one's meta-DQN reported "META keeps K = 0", but its Q-values were about 500x smaller than its returns and its
+An earlier meta-DQN reported "META keeps K = 0", but its Q-values were about 500x smaller than its returns and its
 greedy action was the same in almost every state: the decision had never been learned. :func:`value_check` measures
 that failure directly on a trained SB3 DQN meta-agent: for every stored meta-transition, the Q-value of the action
 taken against the undiscounted return that followed it in the same meta-episode (the meta-MDP's ``gamma = 1``, see

@@ -9,8 +9,8 @@ Undiscounted, the meta-return therefore telescopes to ``(J_final - J_0) / reward
 default minus the env's step limit, the return of a policy that never succeeds on MountainCar / Acrobot), so
 maximizing the meta-return maximizes the final J.
 
-Why a fixed scale: raw ``J' - J`` reaches +-400 on Acrobot, and round one's meta-DQN, with gamma = 1 and a few
-thousand updates, never grew its Q-values to that size (they spanned -4..2 against Monte-Carlo returns of 132 +- 219).
+Why a fixed scale: raw ``J' - J`` reaches +-400 on Acrobot, and a meta-DQN with gamma = 1 and a few
+thousand updates never grew its Q-values to that size (they spanned -4..2 against Monte-Carlo returns of 132 +- 219).
 Dividing by the env's return range (by default its step limit: 500 on Acrobot, 200 on MountainCar) puts every
 meta-return in about [-1, 1], where a freshly initialized Q-network's outputs already are.
 
