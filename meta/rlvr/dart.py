@@ -61,7 +61,9 @@ import torch
 
 from envs.reasoning import Task, verify
 from meta.rlvr.allocators import Allocator, is_mixed
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer, Response, response_measures
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_groups import Group, Response, response_measures
 from meta.rlvr.sampling import sample, sequence_logprobs
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.vocab import CharVocab

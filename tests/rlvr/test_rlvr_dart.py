@@ -25,7 +25,8 @@ from meta.rlvr.dart import (
     staleness_filter,
     truncated_importance_weights,
 )
-from meta.rlvr.grpo import GRPOConfig, group_advantages
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_loss import group_advantages
 from meta.rlvr.sampling import sequence_logprobs
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.vocab import CharVocab
