@@ -15,7 +15,8 @@ import torch
 from envs.reasoning import make_prompt_set
 from meta.rlvr import Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.vocab import CharVocab
 
 #: A one-layer character LM of 32 units.

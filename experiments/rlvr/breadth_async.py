@@ -45,7 +45,8 @@ from meta.rlvr.charlm import load_model
 from meta.rlvr.dars import DARS
 from meta.rlvr.dars_breadth import DARSBreadth, DARSBreadthTrainer, sampled_pass_rates
 from meta.rlvr.dart import DARTTrainer, make_dart_config
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.sft import SFTConfig, train_sft
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import atomic_write_json

@@ -45,7 +45,7 @@ from envs.reasoning import Task
 from envs.reasoning.scratchpad import SCRATCH_ALPHABET, SCRATCH_FAMILY, make_scratch_sft_set
 from meta.rlvr.benchmark import FINAL_WINDOW, cost_ratio, paired_delta
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model, save_model
-from meta.rlvr.grpo import GRPOConfig
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.run import GRPORun, GRPORunConfig
 from meta.rlvr.sft import SFTConfig, fit_sft, train_sft
 from meta.rlvr.vocab import CharVocab

@@ -50,7 +50,7 @@ from meta.rlvr.benchmark import (
     trl_table,
 )
 from meta.rlvr.charlm import build_model, load_model, save_model
-from meta.rlvr.grpo import GRPOConfig as CompactGRPOConfig
+from meta.rlvr.grpo_config import GRPOConfig as CompactGRPOConfig
 from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
 from meta.rlvr.vocab import CharVocab
 from rolloutlab.checkpoint import atomic_write_json

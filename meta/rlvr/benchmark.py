@@ -35,7 +35,8 @@ from meta.rlvr.ar3po import AR3PO
 from meta.rlvr.charlm import load_model
 from meta.rlvr.dars import DARS
 from meta.rlvr.e3 import E3Budget
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.knapsack import Knapsack
 from meta.rlvr.run import GRPORun, GRPORunConfig
 from meta.rlvr.sft import SFTConfig, train_sft

@@ -36,7 +36,8 @@ from envs.reasoning import Task
 from meta.controllers import register_spec
 from meta.rlvr.allocators import ALLOCATOR_SPECS, make_allocator
 from meta.rlvr.dars import DARS
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.sampling import sample
 from meta.rlvr.vocab import CharVocab
 

@@ -29,7 +29,7 @@ from meta.controllers import Controller, Feedback, build_spec, register_spec, re
 
 
 class GroupLike(Protocol):
-    """What a guidance controller reads of a group (:class:`meta.rlvr.grpo.Group`)."""
+    """What a guidance controller reads of a group (:class:`meta.rlvr.grpo_groups.Group`)."""
 
     task: Any
     prompt_ids: list[int]
@@ -78,7 +78,7 @@ class Guidance(Controller):
         raise NotImplementedError
 
     def advantages(self, group: GroupLike, kind: str) -> list[float] | None:
-        """The group's advantages, or ``None`` for the trainer's own (:func:`meta.rlvr.grpo.group_advantages`)."""
+        """The group's advantages, or ``None`` for the trainer's own (:func:`meta.rlvr.grpo_loss.group_advantages`)."""
         return None
 
     def decide(self, feedback: Feedback) -> Any:

@@ -43,7 +43,8 @@ from meta.controllers import Feedback
 from meta.mdp import MetaEnv, MetaProblem
 from meta.rlvr.allocators import Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.vocab import CharVocab
 
 #: Names of the RLVR meta-observation's entries, in order.

@@ -2,7 +2,8 @@
 
 A run lives in ``runs/rlvr-<allocator>__<seed>__<time>/`` (:func:`rolloutlab.runs.make_run_dir`):
 
-* ``config.yaml`` — the resolved :class:`GRPORunConfig` (the trainer's :class:`~meta.rlvr.grpo.GRPOConfig` nested);
+* ``config.yaml`` — the resolved :class:`GRPORunConfig` (the trainer's
+  :class:`~meta.rlvr.grpo_config.GRPOConfig` nested);
 * ``progress.csv`` and TensorBoard events — an SB3 logger, one row per GRPO step (``rollout/``, ``train/``,
   ``eval/``, ``meta/`` and ``time/`` keys); a resumed session keeps the earlier file as ``progress.N.csv``. Issue
   21's measures are in every row (``rollout/tool_calls``, ``rollout/answer_length``, ``rollout/slow_share``,
@@ -46,7 +47,8 @@ from meta.rlvr.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.dars_breadth import breadth_run_config
 from meta.rlvr.dart import DARTTrainer, make_dart_config
 from meta.rlvr.eepo import EEPO
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.token_controllers import make_token_controller

@@ -12,7 +12,9 @@ from envs.reasoning import Task
 from meta.rlvr import Uniform
 from meta.rlvr.arpo import ARPO, branch_probability, prefix_advantages, tool_return_points, window_entropy
 from meta.rlvr.eepo import EEPO
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer, Response
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_groups import Group, Response
 from meta.rlvr.token_controllers import make_token_controller
 from meta.rlvr.vocab import CharVocab
 

@@ -119,7 +119,7 @@ def test_configs_carry_the_options(tmp_path: Path) -> None:
     from tiny_grpo import tiny_calc_sft
 
     from meta.rlvr.charlm import load_model
-    from meta.rlvr.grpo import GRPOConfig
+    from meta.rlvr.grpo_config import GRPOConfig
     from meta.rlvr.run import GRPORun, load_run_config
     from meta.rlvr.sft import SFTConfig, eval_tasks
     from rolloutlab.config import load_yaml

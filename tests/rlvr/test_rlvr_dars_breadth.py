@@ -17,7 +17,8 @@ from envs.reasoning import make_prompt_set
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.charlm import build_model
 from meta.rlvr.dars_breadth import DARSBreadth, DARSBreadthTrainer, breadth_config, pass_at_k, sampled_pass_rates
-from meta.rlvr.grpo import Group, GRPOConfig
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_groups import Group
 from meta.rlvr.vocab import CharVocab
 
 

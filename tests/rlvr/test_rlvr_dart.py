@@ -1,6 +1,6 @@
-"""DART (meta/rlvr/dart.py): specs, per-task counts, the staleness bound and truncated importance weights by hand,
-exact resume, an ``rlvr train --dart`` run, and the same learner code over the in-process pool, local processes and
-Ray actors (bit-identical with one worker)."""
+"""DART (meta/rlvr/dart.py, meta/rlvr/dart_workers.py): specs, per-task counts, the staleness bound and truncated
+importance weights by hand, exact resume, an ``rlvr train --dart`` run, and the same learner code over the in-process
+pool, local processes and Ray actors (bit-identical with one worker)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from meta.rlvr.dart import (
     DARTConfig,
     DARTCounts,
     DARTTrainer,
-    RolloutJob,
     _Ready,
     make_dart_config,
     staleness_filter,
     truncated_importance_weights,
 )
-from meta.rlvr.grpo import GRPOConfig, group_advantages
+from meta.rlvr.dart_workers import RolloutJob
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_loss import group_advantages
 from meta.rlvr.sampling import sequence_logprobs
 from meta.rlvr.stats import StatsTable
 from meta.rlvr.vocab import CharVocab
@@ -234,7 +235,7 @@ def test_ray_actors_run_the_same_code_bit_identically() -> None:
 
 
 def test_worker_runs_a_job_by_hand() -> None:
-    from meta.rlvr.dart import WorkerSpec
+    from meta.rlvr.dart_workers import WorkerSpec
 
     trainer = _trainer()
     worker = WorkerSpec(trainer.model, trainer.vocab, parity_reward, 4, 1.0).build()

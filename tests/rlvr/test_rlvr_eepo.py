@@ -10,7 +10,8 @@ from tiny_grpo import resumed_alongside, tiny_grpo_trainer
 
 from meta.rlvr.charlm import CharLMConfig, build_model
 from meta.rlvr.eepo import EEPO, perturbed
-from meta.rlvr.grpo import Group, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_groups import Group
 from meta.rlvr.hapo import HAPO
 from meta.rlvr.sampling import sample, sequence_logprobs
 from meta.rlvr.vocab import CharVocab

@@ -9,7 +9,9 @@ import torch
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import AR3PO, DynamicSampling, Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model, save_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer, group_advantages
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_loss import group_advantages
 from meta.rlvr.sampling import sample, sequence_logprobs
 from meta.rlvr.vocab import CharVocab
 

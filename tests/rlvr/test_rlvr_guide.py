@@ -15,7 +15,8 @@ from tiny_grpo import TINY_LM, resumed_alongside
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import Uniform, make_allocator
 from meta.rlvr.charlm import build_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.guide import Guide, behaviour_logprobs, hint_length, importance_ratios
 from meta.rlvr.sampling import sequence_logprobs

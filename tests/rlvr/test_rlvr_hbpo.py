@@ -27,7 +27,8 @@ from envs.reasoning.scratchpad import (
 )
 from meta.rlvr import Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model, save_model
-from meta.rlvr.grpo import GRPOConfig, GRPOTrainer
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.hbpo import HBPO, budget_reward, cosine_length_reward, hierarchical_advantages
 from meta.rlvr.sft import fit_sft

@@ -14,7 +14,8 @@ from script_modules import REPO, load_script
 from tiny_grpo import tiny_calc_sft
 
 from meta.rlvr.benchmark import TOKEN_ARMS, token_level_summary, token_level_table
-from meta.rlvr.grpo import GRPOConfig, response_measures
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_groups import response_measures
 
 MEASURES = ("tool_calls", "answer_length", "slow_share")
 

@@ -27,7 +27,9 @@ from envs.reasoning.tooluse import (
 )
 from meta.rlvr import Uniform
 from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer, Response
+from meta.rlvr.grpo import GRPOTrainer
+from meta.rlvr.grpo_config import GRPOConfig
+from meta.rlvr.grpo_groups import Group, Response
 from meta.rlvr.sampling import sample
 from meta.rlvr.tools import CalculatorTool
 from meta.rlvr.vocab import CharVocab
