@@ -1,6 +1,6 @@
 """One meta-controller for both worlds: the meta-MDP of the rollout length, over GRPO's responses per prompt G.
 
-The RLVR meta-MDP (:mod:`meta.rlvr.meta_mdp`, the same :mod:`meta.mdp` class as the rollout-length one): one
+The RLVR meta-MDP (:mod:`meta.rlvr.meta_mdp`, the same :mod:`meta.control.mdp` class as the rollout-length one): one
 meta-episode is one compact GRPO run of the character model from its SFT warm start under a fixed budget of generated
 completion tokens; every sixth of the budget the meta-agent picks G from {2, 4, 8, 16}; the meta-reward is the change
 in held-out accuracy (over 0.1). Each training run draws a difficulty mix of 1-3 digit reversed-digit arithmetic
@@ -140,7 +140,7 @@ def train_config(args: Args) -> MetaTrainConfig:
 def ensure_warm_start(args: Args) -> None:
     if Path(args.checkpoint).is_file():
         return
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
     from rolloutlab.config import load_yaml
 
     print(f"training the SFT warm start into {args.checkpoint}", flush=True)

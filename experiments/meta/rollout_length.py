@@ -44,7 +44,7 @@ import tyro
 from filelock import FileLock
 
 from envs.perturbed import TEST_PHYSICS
-from meta.controllers import split_specs
+from meta.control import split_specs
 from meta.rollout_length.benchmark import (
     EvalUnit,
     machines_by_run,

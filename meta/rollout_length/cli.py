@@ -113,7 +113,7 @@ def evaluate(
 ) -> None:
     """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
     from envs.perturbed import parse_physics
-    from meta.controllers import split_specs
+    from meta.control import split_specs
     from meta.rollout_length.env import MetaEnvConfig
     from meta.rollout_length.evaluate import DQN_ZOO_ARM, arm_controller, arm_key, compare, run_arms, run_dqn_zoo
     from meta.rollout_length.plots import plot_arms

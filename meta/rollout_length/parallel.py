@@ -18,7 +18,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from meta.mdp import BatchedVecEnv, MetaProblemConfig, MetaVecEnv
+from meta.control.mdp import BatchedVecEnv, MetaProblemConfig, MetaVecEnv
 from meta.rollout_length.inner import InnerFactory
 
 

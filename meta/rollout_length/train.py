@@ -97,7 +97,7 @@ class MetaTrainConfig:
     Attributes:
         env: The meta-MDP: the rollout-length one (:class:`~meta.rollout_length.env.MetaEnvConfig`: inner env,
             budget, phase, K cap, inner learner settings) or the RLVR one (:class:`~meta.rlvr.meta_mdp.RLVRMetaConfig`:
-            GRPO's group size under a token budget). Both go through the same :mod:`meta.mdp` vector env.
+            GRPO's group size under a token budget). Both go through the same :mod:`meta.control.mdp` vector env.
         agent: The SB3 meta-agent.
         episodes: Meta-episodes (inner runs) to train on; rounded up to a multiple of ``runs_per_round``.
         runs_per_round: B, inner runs advanced together (batched in one learner per worker).
@@ -317,7 +317,7 @@ class MetaTrainer:
         """
         if self._resume_state is None:
             raise ValueError("load_agent needs a trainer made by MetaTrainer.resume(run_dir)")
-        from meta.mdp import MetaVecEnv
+        from meta.control.mdp import MetaVecEnv
 
         # The agent only needs the spaces; the vector env is never reset, so no inner run starts.
         venv = MetaVecEnv(self.cfg.env, self.cfg.runs_per_round, self.cfg.seed, self.inner_factory)

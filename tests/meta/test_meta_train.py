@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from meta.controllers import StepAction
+from meta.control import StepAction
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.features import FEATURE_NAMES
 from meta.rollout_length.parallel import ProcessMetaVecEnv, split_runs

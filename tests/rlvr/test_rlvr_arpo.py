@@ -10,11 +10,11 @@ from tiny_grpo import EchoTool, resumed_alongside, tiny_calc_sft, tiny_grpo_trai
 
 from envs.reasoning import Task
 from meta.rlvr import Uniform
-from meta.rlvr.arpo import ARPO, branch_probability, prefix_advantages, tool_return_points, window_entropy
-from meta.rlvr.eepo import EEPO
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer, Response
-from meta.rlvr.token_controllers import make_token_controller
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token import make_token_controller
+from meta.rlvr.token.arpo import ARPO, branch_probability, prefix_advantages, tool_return_points, window_entropy
+from meta.rlvr.token.eepo import EEPO
+from meta.rlvr.trainers.grpo import Group, GRPOConfig, GRPOTrainer, Response
 
 
 def _trainer(arpo: ARPO | None = None, group_size: int = 6, **kwargs: object) -> GRPOTrainer:
@@ -127,7 +127,7 @@ def test_spec() -> None:
 
 
 def test_arpo_run_checkpoints_its_state(tmp_path: Path) -> None:
-    from meta.rlvr.run import GRPORun, GRPORunConfig
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
 
     tiny_calc_sft(tmp_path / "sft.pt", difficulties=[1], eval_per_difficulty=2)
     cfg = GRPORunConfig(

@@ -10,9 +10,9 @@ import torch
 
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import AR3PO, BalancedClip, Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import Group, GRPOConfig, GRPOTrainer, Response, loss_normaliser
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import Group, GRPOConfig, GRPOTrainer, Response, loss_normaliser
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 
