@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 import tyro
 
+from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
-from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import to_dict
 from rolloutlab.statistics import (

@@ -16,7 +16,7 @@ What differs between inner learners lives in a :class:`MetaProblem`:
 
 Everything else (the bookkeeping of J, the rewards, the episode end, the infos, SB3's vector-env protocol and the
 per-round seeding that makes meta-training resumable) is here, once. A problem's config is plain data with a
-``problem()`` method, so worker processes (:mod:`meta.rollout_length.parallel`) rebuild it from a pickle.
+``problem()`` method, so worker processes (:mod:`meta.control.parallel`) rebuild it from a pickle.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Loading a trained meta-policy: the SB3 policy both meta-MDPs export (rollout length K and RLVR group size G).
 
-Meta-training (:mod:`meta.rollout_length.train`) saves the SB3 policy's ``state_dict`` with the algorithm and network
+Meta-training (:mod:`meta.control.training`) saves the SB3 policy's ``state_dict`` with the algorithm and network
 sizes; :class:`meta.rollout_length.learned.LearnedController` and :class:`meta.rlvr.learned.LearnedGroupSize` rebuild
 an empty policy of that kind with :func:`build_meta_policy` and load the weights into it. Imports SB3 (torch) when
 called, not when imported.

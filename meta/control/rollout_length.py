@@ -238,17 +238,17 @@ class UncertaintyTruncation(RolloutLengthController):
 
 def fixed_from_spec(spec: Spec) -> Fixed:
     """``fixed:K``."""
-    return Fixed(*spec.numbers("K (1 integer)", 1, 1, whole=True))  # type: ignore[arg-type]
+    return Fixed(*spec.integers("K (1 integer)", 1, 1))
 
 
 def linear_from_spec(spec: Spec) -> TruncatedLinear:
     """``linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX``."""
-    return TruncatedLinear(*spec.numbers("EPOCH_A,EPOCH_B,H_MIN,H_MAX (4 integers)", 4, 4, whole=True))  # type: ignore[arg-type]
+    return TruncatedLinear(*spec.integers("EPOCH_A,EPOCH_B,H_MIN,H_MAX (4 integers)", 4, 4))
 
 
 def budget_linear_from_spec(spec: Spec) -> BudgetLinear:
     """``inc:K_MAX``, ``dec:K_MAX``, ``incdec:K_MAX``."""
-    return BudgetLinear(spec.name, *spec.numbers("K_MAX (1 integer)", 1, 1, whole=True))  # type: ignore[arg-type]
+    return BudgetLinear(spec.name, *spec.integers("K_MAX (1 integer)", 1, 1))
 
 
 def uncertainty_from_spec(spec: Spec) -> UncertaintyTruncation:
@@ -262,7 +262,7 @@ def uncertainty_from_spec(spec: Spec) -> UncertaintyTruncation:
 
 def random_from_spec(spec: Spec) -> RandomMetaPolicy:
     """``random:K_INIT,K_CAP[,SEED]``."""
-    return RandomMetaPolicy(*spec.numbers("K_INIT,K_CAP[,SEED] (2 or 3 integers)", 2, 3, whole=True))  # type: ignore[arg-type]
+    return RandomMetaPolicy(*spec.integers("K_INIT,K_CAP[,SEED] (2 or 3 integers)", 2, 3))
 
 
 def make_controller(spec: str) -> RolloutLengthController:

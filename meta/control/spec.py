@@ -116,6 +116,10 @@ class Spec:
             values.append(value)
         return values
 
+    def integers(self, usage: str, at_least: int = 0, at_most: int | None = None) -> list[int]:
+        """The arguments as whole numbers: :meth:`numbers` with every position whole."""
+        return [int(v) for v in self.numbers(usage, at_least, at_most, whole=True)]
+
 
 #: A factory builds one spec's object from the parsed spec.
 SpecFactory = Callable[[Spec], Any]

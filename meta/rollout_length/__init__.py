@@ -6,11 +6,13 @@ inner Dyna-DQN run under a fixed interaction budget; every ``phase_length`` env 
 or leaves it (NOOP) and is rewarded with the change in the inner learner's return, so its return telescopes to the
 final return.
 
-The UP/DOWN/NOOP rule is :func:`meta.control.step_rollout_length`. Modules: :mod:`.features` (the
-normalized observation), :mod:`.inner` (the inner-learner protocol and factories), :mod:`.toy` (an analytic stand-in
-learner for tests), :mod:`.env` (``RolloutLengthEnv`` and the batched ``MetaVecEnv``), :mod:`.parallel` (process-pool
-and Ray vector envs), :mod:`.train` (meta-training with checkpoint/resume), :mod:`.learned` (``LearnedController``),
-:mod:`.evaluate` (the arms comparison), :mod:`.cli` and :mod:`.bench`.
+The UP/DOWN/NOOP rule is :func:`meta.control.step_rollout_length`; the generic meta-MDP, its process-pool and Ray
+vector envs and meta-training with checkpoint/resume are shared with the RLVR meta-MDP and live in :mod:`meta.control`
+(:mod:`~meta.control.mdp`, :mod:`~meta.control.parallel`, :mod:`~meta.control.training`). Modules here:
+:mod:`.features` (the normalized observation), :mod:`.actions` (the K action sets), :mod:`.inner` (the inner-learner
+protocol and factories), :mod:`.toy` (an analytic stand-in learner for tests), :mod:`.env` (``RolloutLengthEnv`` and
+the batched ``MetaVecEnv``), :mod:`.learned` (``LearnedController``), :mod:`.evaluate` (the arms comparison),
+:mod:`.cli` and :mod:`.benchmark`.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def train(
     out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
 ) -> None:
     """Meta-train (or resume with --resume RUN_DIR); writes meta_policy.pt for `learned:PATH`."""
-    from meta.rollout_length.train import MetaTrainConfig, MetaTrainer
+    from meta.control.training import MetaTrainConfig, MetaTrainer
     from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
     from rolloutlab.runs import make_run_dir
 

@@ -33,7 +33,7 @@ class LearnedController(RolloutLengthController):
     ``budget_fraction``. Missing or non-finite values count as 0 (J keeps its previous value).
 
     Args:
-        path: A ``meta_policy.pt`` written by :func:`meta.rollout_length.train.export_policy`.
+        path: A ``meta_policy.pt`` written by :func:`meta.control.training.export_policy`.
         deterministic: Greedy actions (default) or sampled ones (PPO only; DQN is greedy either way).
 
     Raises:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from meta.control import Fixed, RandomMetaPolicy, TruncatedLinear, UncertaintyTruncation, make_controller
+from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rollout_length.env import MetaEnvConfig, RolloutLengthEnv
 from meta.rollout_length.evaluate import (
     DEFAULT_ARMS,
@@ -26,7 +27,6 @@ from meta.rollout_length.evaluate import (
 )
 from meta.rollout_length.inner import EnvFn
 from meta.rollout_length.learned import LearnedController
-from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import CheckpointError, save_checkpoint
 
 TINY_DYNA = {

@@ -1,5 +1,10 @@
 """Meta-training: an SB3 DQN (or PPO) meta-agent on the meta vector env, checkpointed at round boundaries.
 
+One trainer for every meta-MDP of :mod:`meta.control.mdp`: the rollout-length one
+(:class:`meta.rollout_length.env.MetaEnvConfig`) and the RLVR group-size one
+(:class:`meta.rlvr.meta_mdp.RLVRMetaConfig`). The config of each is named in :data:`META_PROBLEMS` by its
+``problem_kind`` and imported when a run uses it, so neither world imports the other.
+
 A *round* is B meta-episodes run in lockstep (one inner run each). After every round the whole meta-training state
 is saved atomically with :func:`rolloutlab.checkpoint.save_checkpoint` (plain tensors and numbers, loaded with
 ``weights_only``): the SB3 policy and optimizer, the DQN replay buffer, the step / update counters, the random number
@@ -13,8 +18,10 @@ timing), ``meta_training.png``, and SB3 logs (``sb3-<session>/progress.csv`` and
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,12 +32,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-from meta.rlvr.meta_mdp import RLVRMetaConfig
-from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.inner import InnerFactory
-from meta.rollout_length.parallel import make_meta_vec_env
+from meta.control.parallel import make_meta_vec_env
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
-from rolloutlab.config import from_dict, save_yaml, to_dict
+from rolloutlab.config import ConfigError, from_dict, save_yaml, to_dict
 from rolloutlab.logs import make_logger
 from rolloutlab.run_state import capture_rng, restore_rng
 
@@ -90,14 +94,55 @@ class MetaAgentConfig:
     ent_coef: float = 0.01
 
 
+#: The meta-MDPs meta-training knows: ``problem_kind`` -> ``"module:Class"`` of its settings, tried in this order for
+#: settings that do not say their ``problem_kind`` (the rollout-length settings have no such field).
+META_PROBLEMS: dict[str, str] = {
+    "rollout_length": "meta.rollout_length.env:MetaEnvConfig",
+    "rlvr_group_size": "meta.rlvr.meta_mdp:RLVRMetaConfig",
+}
+
+
+def _problem_class(path: str) -> type:
+    module, _, name = path.partition(":")
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
+
+
+def meta_problem_config(env: Any) -> Any:
+    """The meta-MDP settings ``env`` describes: a settings object is returned as it is; a mapping (a config file's
+    ``env:`` section) is built as the class its ``problem_kind`` names, or, without one, as the first class of
+    :data:`META_PROBLEMS` that accepts it.
+
+    Raises:
+        ConfigError: an unknown ``problem_kind``, or settings no class accepts (with each class's reason).
+    """
+    if not isinstance(env, Mapping):
+        return env
+    kind = env.get("problem_kind")
+    if kind is not None and kind not in META_PROBLEMS:
+        raise ConfigError(f"env.problem_kind: unknown meta-MDP {kind!r}; known: {', '.join(META_PROBLEMS)}")
+    paths = [META_PROBLEMS[kind]] if kind is not None else list(META_PROBLEMS.values())
+    if kind == "rollout_length":
+        env = {k: v for k, v in env.items() if k != "problem_kind"}  # MetaEnvConfig is the default, without the field
+    reasons = []
+    for path in paths:
+        cls = _problem_class(path)
+        try:
+            return from_dict(cls, env)
+        except ConfigError as exc:
+            reasons.append(f"as {cls.__name__}: {exc}")
+    raise ConfigError(f"env: {'; '.join(reasons)}")
+
+
 @dataclass
 class MetaTrainConfig:
     """A meta-training run.
 
     Attributes:
         env: The meta-MDP: the rollout-length one (:class:`~meta.rollout_length.env.MetaEnvConfig`: inner env,
-            budget, phase, K cap, inner learner settings) or the RLVR one (:class:`~meta.rlvr.meta_mdp.RLVRMetaConfig`:
-            GRPO's group size under a token budget). Both go through the same :mod:`meta.control.mdp` vector env.
+            budget, phase, K cap, inner learner settings; the default) or the RLVR one
+            (:class:`~meta.rlvr.meta_mdp.RLVRMetaConfig`: GRPO's group size under a token budget), or a mapping of
+            either (:func:`meta_problem_config`). Both go through the same :mod:`meta.control.mdp` vector env.
         agent: The SB3 meta-agent.
         episodes: Meta-episodes (inner runs) to train on; rounded up to a multiple of ``runs_per_round``.
         runs_per_round: B, inner runs advanced together (batched in one learner per worker).
@@ -106,7 +151,8 @@ class MetaTrainConfig:
         seed: Seeds the meta-agent and every round's physics / inner seeds.
     """
 
-    env: MetaEnvConfig | RLVRMetaConfig = field(default_factory=MetaEnvConfig)
+    # Any: the settings class comes from META_PROBLEMS when a run uses it (a mapping is converted in __post_init__).
+    env: Any = field(default_factory=lambda: meta_problem_config({}))
     agent: MetaAgentConfig = field(default_factory=MetaAgentConfig)
     episodes: int = 300
     runs_per_round: int = 10
@@ -115,6 +161,7 @@ class MetaTrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        self.env = meta_problem_config(self.env)
         if self.episodes < 1 or self.runs_per_round < 1 or self.workers < 1:
             raise ValueError(
                 "meta-training needs episodes, runs_per_round and workers >= 1, got "
@@ -221,7 +268,7 @@ class MetaTrainer:
         self,
         cfg: MetaTrainConfig,
         run_dir: str | Path,
-        inner_factory: InnerFactory | None = None,
+        inner_factory: Any = None,
         show_progress: bool = True,
     ) -> None:
         self.cfg = cfg
@@ -237,9 +284,7 @@ class MetaTrainer:
         self._resume_state: dict[str, Any] | None = None
 
     @classmethod
-    def resume(
-        cls, run_dir: str | Path, inner_factory: InnerFactory | None = None, show_progress: bool = True
-    ) -> MetaTrainer:
+    def resume(cls, run_dir: str | Path, inner_factory: Any = None, show_progress: bool = True) -> MetaTrainer:
         """A trainer that continues the run saved in ``run_dir`` (same config, same final size)."""
         envelope = load_checkpoint(Path(run_dir) / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(MetaTrainConfig, envelope["config"])

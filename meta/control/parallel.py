@@ -1,6 +1,6 @@
-"""Meta-training over inner runs in several processes, or on a Ray cluster.
+"""Meta-training over inner runs in several processes, or on a Ray cluster (any meta-MDP of :mod:`meta.control.mdp`).
 
-Meta-training is embarrassingly parallel over inner runs. :class:`~meta.rollout_length.env.MetaVecEnv` already
+Meta-training is embarrassingly parallel over inner runs. :class:`~meta.control.mdp.MetaVecEnv` already
 batches B runs in one process; the vector envs here split the B runs of a round into W chunks, each a ``MetaVecEnv``
 living in its own worker (a local process, or a Ray actor when the ``distributed`` extra is installed and an address
 is given), and step the chunks concurrently. Chunk w draws its randomness from ``default_rng([seed, round, w])``.
@@ -19,7 +19,6 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from meta.control.mdp import BatchedVecEnv, MetaProblemConfig, MetaVecEnv
-from meta.rollout_length.inner import InnerFactory
 
 
 def split_runs(num_runs: int, workers: int) -> list[int]:
@@ -40,7 +39,7 @@ class ChunkWorker:
         seed: int,
         round_index: int,
         stream: int,
-        inner_factory: InnerFactory | None,
+        inner_factory: Any,
     ) -> None:
         # Each worker pins torch to one thread: W workers on W cores beat W workers fighting over threads.
         from rolloutlab.threads import set_torch_threads
@@ -133,7 +132,7 @@ class ProcessMetaVecEnv(_ChunkedMetaVecEnv):
         workers: int,
         seed: int = 0,
         round_index: int = 0,
-        inner_factory: InnerFactory | None = None,
+        inner_factory: Any = None,
         start_method: str = "forkserver",
     ) -> None:
         sizes = split_runs(num_runs, workers)
@@ -183,7 +182,7 @@ class RayMetaVecEnv(_ChunkedMetaVecEnv):
         address: str,
         seed: int = 0,
         round_index: int = 0,
-        inner_factory: InnerFactory | None = None,
+        inner_factory: Any = None,
     ) -> None:
         try:
             import ray
@@ -223,7 +222,7 @@ def make_meta_vec_env(
     round_index: int = 0,
     workers: int = 1,
     ray_address: str | None = None,
-    inner_factory: InnerFactory | None = None,
+    inner_factory: Any = None,
 ) -> VecEnv:
     """The meta vector env for a training run: in-process batched (W = 1), process pool (W > 1) or Ray (address).
 
