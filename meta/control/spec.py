@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +111,8 @@ class Spec:
             if whole is True or (whole is not False and i in whole):
                 if not math.isfinite(value) or value != int(value):
                     raise ValueError(
-                        f"{self.kind.noun} spec {self.text!r}: {usage} needs whole numbers, argument {i + 1} is {arg!r}"
+                        f"{self.kind.noun} spec {self.text!r}: {_argument_name(usage, i)} must be a whole number, "
+                        f"got {arg!r} ({usage})"
                     )
                 value = int(value)
             values.append(value)
@@ -119,6 +121,15 @@ class Spec:
     def integers(self, usage: str, at_least: int = 0, at_most: int | None = None) -> list[int]:
         """The arguments as whole numbers: :meth:`numbers` with every position whole."""
         return [int(v) for v in self.numbers(usage, at_least, at_most, whole=True)]
+
+
+def _argument_name(usage: str, index: int) -> str:
+    """The name ``usage`` gives argument ``index`` (``"THRESHOLD,LAMBDA[,BRANCHES]"``, 2 -> ``"BRANCHES"``), or
+    ``"argument N"`` where the usage does not name it (a variable-length list such as ``"ALPHA,B1,...,BK"``)."""
+    names = [n.strip() for n in re.sub(r"\(.*?\)|\[|\]", "", usage).split(",")]
+    if "..." in names or index >= len(names) or not names[index]:
+        return f"argument {index + 1}"
+    return names[index]
 
 
 #: A factory builds one spec's object from the parsed spec.

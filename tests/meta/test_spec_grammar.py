@@ -43,7 +43,7 @@ def test_numbers_is_the_one_number_parser() -> None:
         spec.numbers("A,B", 0, 2)
     with pytest.raises(ValueError, match="takes A,B,C,D, got 3"):
         spec.numbers("A,B,C,D", 4)
-    with pytest.raises(ValueError, match=r"needs whole numbers, argument 1 is '0\.2'"):
+    with pytest.raises(ValueError, match=r"A must be a whole number, got '0\.2' \(A,B,C\)"):
         spec.numbers("A,B,C", whole=True)
     for bad in ("fixed:x", "fixed:nan", "fixed:inf"):
         with pytest.raises(ValueError, match="controller spec"):
@@ -108,9 +108,9 @@ def test_build_spec_builds_through_the_registry(text: str, kind: SpecKind, expec
 
 
 def test_allocator_and_dart_specs_refuse_fractions() -> None:
-    with pytest.raises(ValueError, match=r"allocator spec 'uniform:8\.5'.*whole numbers"):
+    with pytest.raises(ValueError, match=r"allocator spec 'uniform:8\.5': G must be a whole number"):
         build_spec(ALLOCATOR, "uniform:8.5")
-    with pytest.raises(ValueError, match=r"DART spec 'dart:1,4\.5'.*whole numbers"):
+    with pytest.raises(ValueError, match=r"DART spec 'dart:1,4\.5': N_MIN must be a whole number"):
         build_spec(DART, "dart:1,4.5")
     config = build_spec(DART, "dart_sync:4,8,2,inline")
     assert (config.n_min, config.n_max, config.workers, config.backend, config.synchronous) == (4, 8, 2, "inline", True)

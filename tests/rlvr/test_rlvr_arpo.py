@@ -122,7 +122,7 @@ def test_spec() -> None:
     assert (ctl.alpha, ctl.beta, ctl.k, ctl.branches) == (0.3, 2.0, 3, 1)
     default = make_token_controller("arpo")
     assert isinstance(default, ARPO) and (default.alpha, default.beta, default.k, default.branches) == (0.5, 1, 4, 2)
-    with pytest.raises(ValueError, match="whole numbers"):
+    with pytest.raises(ValueError, match="K must be a whole number"):
         make_token_controller("arpo:0.5,1,2.5")
 
 
