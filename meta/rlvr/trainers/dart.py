@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from envs.reasoning import Task, verify
-from meta.control.spec import DART, Spec, parse_spec
+from meta.control.spec import DART, Spec, available_specs, parse_spec
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.lm.vocab import CharVocab
@@ -115,8 +115,8 @@ class DARTConfig:
             raise ValueError(f"is_cap must be >= 1, got {self.is_cap}")
 
 
-#: The DART spec names (kind :data:`meta.control.spec.DART` in the one spec registry).
-DART_SPECS = ("dart", "dart_sync")
+#: The DART spec names, as the one spec registry (:data:`meta.control.spec.SPECS`) lists them.
+DART_SPECS: tuple[str, ...] = tuple(available_specs(DART))
 
 
 def dart_config_from_spec(spec: Spec, **overrides: Any) -> DARTConfig:
