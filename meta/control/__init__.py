@@ -5,6 +5,8 @@ controllers, and the meta-MDP core.
 * :mod:`meta.control.spec` — ``name[:ARG,...]`` specs: the grammar, the number parser, the registry of every name;
 * :mod:`meta.control.rollout_length` — the rollout-length controllers and :func:`make_controller`;
 * :mod:`meta.control.mdp` — the meta-MDP over an inner learner with one knob (gymnasium, SB3: import it explicitly);
+* :mod:`meta.control.parallel` and :mod:`meta.control.training` — meta-training on any such meta-MDP, over local
+  processes or Ray (torch, SB3: import them explicitly);
 * :mod:`meta.control.meta_policy` — loading an exported SB3 meta-policy (torch: import it explicitly).
 
 ``import meta.control`` needs numpy only, so an LLM training script can use a controller without gymnasium, SB3 or
