@@ -42,12 +42,12 @@ from trl import GRPOConfig
 
 from envs.reasoning import Task, make_prompt_set, verify
 from meta.rlvr.allocators import Uniform
-from meta.rlvr.charlm import CharLMConfig
 from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize
-from meta.rlvr.sft import SFTConfig, solve_rate, train_sft
-from meta.rlvr.tokenizer import CharTokenizer
+from meta.rlvr.lm.charlm import CharLMConfig
+from meta.rlvr.lm.tokenizer import CharTokenizer
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.sft import SFTConfig, solve_rate, train_sft
 from meta.rlvr.trl import AllocatingGRPOTrainer
-from meta.rlvr.vocab import CharVocab
 
 DEFAULT_POLICY = "experiments/meta/results/rlvr_meta/train/meta_policy.pt"
 

@@ -31,9 +31,9 @@ from trl import GRPOConfig
 
 from envs.reasoning import Task, make_prompt_set, verify
 from meta.rlvr import EntropyTemperature, make_allocator
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.sft import SFTConfig, train_sft
-from meta.rlvr.tokenizer import CharTokenizer
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.tokenizer import CharTokenizer
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from meta.rlvr.trl import AllocatingGRPOTrainer, TemperatureCallback
 
 

@@ -48,7 +48,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from meta.controllers import make_controller, split_specs
+from meta.control import make_controller, split_specs
 from rolloutlab.bench import BenchLine
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import bootstrap_interval, interval_estimates, iqm, mean_interval, paired_difference
@@ -92,7 +92,7 @@ def parse_arm(name: str) -> str:
 
     Raises:
         ValueError: neither ``sac_same_utd``, ``sac_utd1`` nor ``mbpo:SPEC`` with a spec
-            :func:`meta.controllers.make_controller` accepts (round one's bare ``mbpo`` and ``sac_default`` included).
+            :func:`meta.control.make_controller` accepts (round one's bare ``mbpo`` and ``sac_default`` included).
     """
     name = name.strip()
     if name in SAC_ARMS:

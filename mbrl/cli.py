@@ -22,7 +22,7 @@ app = typer.Typer(
 
 
 def _check_controller(spec: str) -> None:
-    from meta.controllers import make_controller
+    from meta.control import make_controller
 
     try:
         make_controller(spec)
@@ -178,7 +178,7 @@ def _train_dyna(
 
     from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
     from mbrl.phases import RolloutLengthDriver
-    from meta.controllers import make_controller
+    from meta.control import make_controller
     from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
     from rolloutlab.config import ConfigError, from_dict, to_dict
     from rolloutlab.logs import make_logger

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 from stable_baselines3.common.logger import Logger
 
-from meta.controllers import Controller, RolloutLengthController, UncertaintyTruncation
+from meta.control import Controller, RolloutLengthController, UncertaintyTruncation
 
 #: Keys every model-based learner reports at each decision point (see the module docstring).
 FEEDBACK_KEYS: tuple[str, ...] = (
@@ -53,7 +53,7 @@ TD_SAMPLE = 1_000
 
 
 class RolloutTruncator(Protocol):
-    """Per-step truncation of imagined rollouts (:class:`meta.controllers.UncertaintyTruncation` provides it)."""
+    """Per-step truncation of imagined rollouts (:class:`meta.control.UncertaintyTruncation` provides it)."""
 
     def keep(self, step: int, disagreement: Any) -> Any:
         """``[N]`` bool: which rollouts may continue, given their disagreement at ``step`` (step 0 calibrates)."""
@@ -110,7 +110,7 @@ class RolloutLengthDriver:
             raise ValueError("need at least one controller")
         for c in controllers:
             if not isinstance(c, RolloutLengthController):
-                raise TypeError(f"{c!r} is not a rollout-length controller (meta.controllers.RolloutLengthController)")
+                raise TypeError(f"{c!r} is not a rollout-length controller (meta.control.RolloutLengthController)")
         self.controllers = list(controllers)
         self.k_cap = k_cap
         self.logger = logger

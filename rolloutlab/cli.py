@@ -30,10 +30,9 @@ PILLARS: list[tuple[str, str | None, str]] = [
 ]
 
 # Modules imported before mounting, for what they register into a lower pillar that must not import them itself:
-# planning.mpc adds --algo pets to `rolloutlab mbrl train`; meta.rollout_length.learned adds the `learned:PATH` spec to
-# meta.controllers, so every --controller / --arms option accepts it; meta.rlvr.allocators declares the allocator spec
-# kind, so `--controller uniform:8` is refused with a pointer to make_allocator rather than as an unknown name.
-EXTENSIONS: list[str] = ["planning.mpc.cli", "meta.rollout_length.learned", "meta.rlvr.allocators"]
+# planning.mpc adds --algo pets to `rolloutlab mbrl train`. (Every spec name, `learned:PATH` and the RLVR ones included,
+# is in the one registry of meta.control.spec, so no spec needs an import here.)
+EXTENSIONS: list[str] = ["planning.mpc.cli"]
 
 app = typer.Typer(
     name="rolloutlab",

@@ -19,7 +19,7 @@ import torch
 from typer.testing import CliRunner
 
 from meta.rlvr.cli import app
-from meta.rlvr.run import CHECKPOINT_KIND, CHECKPOINT_NAME
+from meta.rlvr.trainers.run import CHECKPOINT_KIND, CHECKPOINT_NAME
 from rolloutlab.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def tiny_mul_sft(path: Path) -> Path:
     """A one-layer model warm-started for 60 steps on 1-digit multiplication (groups mixed, some all wrong)."""
-    from meta.rlvr.charlm import CharLMConfig
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.lm.charlm import CharLMConfig
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
     model = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
     cfg = SFTConfig(

@@ -29,7 +29,7 @@ CASES = [
     ("rlvr sft --steps -1", "--steps"),
     ("rlvr train --steps -1", "--steps"),
     ("rlvr train --allocator nope:1", "nope:1"),
-    ("rlvr train --allocator fixed:4", "meta.controllers.make_controller"),
+    ("rlvr train --allocator fixed:4", "meta.control.make_controller"),
     ("rlvr train --token-controller nope:1", "nope:1"),
     ("rlvr train --token-controller uniform:8", "meta.rlvr.allocators.make_allocator"),
     ("rlvr train --token-controller hapo:x", "arguments must be numbers"),

@@ -14,10 +14,10 @@ import torch
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr import Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
 
 #: A one-layer character LM of 32 units.
 TINY_LM = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
@@ -62,7 +62,7 @@ def resumed_alongside(make: Callable[[], GRPOTrainer], steps: int = 3) -> tuple[
 def tiny_calc_sft(path: Path, difficulties: Sequence[int] = (1, 2), eval_per_difficulty: int = 3) -> dict[str, Any]:
     """Three SFT steps of a one-layer character LM on the ``calc`` traces, saved at ``path``; returns the metrics."""
     from envs.reasoning.tooluse import TOOL_ALPHABET
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
     model_cfg = CharLMConfig(
         hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET, max_positions=96

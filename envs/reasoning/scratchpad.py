@@ -6,7 +6,7 @@ operand, least-significant column first, closed by ``;`` (``"10;"``: 3+7 carries
 ``#ANSWER``; or skip the scratchpad and write ``#ANSWER`` at once. :func:`verify_scratch` gives 1.0 when the text after
 the last ``#`` (up to the end-of-sequence character) is exactly the answer. The scratchpad is never graded, so its
 length (0, or ``difficulty + 1`` tokens) is the model's choice, and it grows with the difficulty: the setting in which
-a token budget stated in the prompt (HBPO, :mod:`meta.rlvr.hbpo`) has something to trade.
+a token budget stated in the prompt (HBPO, :mod:`meta.rlvr.guidance.hbpo`) has something to trade.
 
 A **budget prompt** (:func:`budget_prompt`) states a completion budget in tokens before the problem, ``"9<35+7="``;
 :func:`trace` writes the reference completion in a style, and :func:`make_scratch_sft_set` mixes plain and budget

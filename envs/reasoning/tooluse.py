@@ -15,7 +15,7 @@ answer length all vary between responses, as ARPO / ADR / HAPO need.
 :func:`trace` writes the reference completion of a task in one of :data:`TRACE_STYLES` (direct answer, scratchpad,
 one calculator call per step, one call for the whole expression), and :func:`make_sft_set` mixes them into
 supervised warm-start examples (``Task`` objects whose ``answer`` is the whole trace, the form
-:func:`meta.rlvr.sft.fit_sft` trains on).
+:func:`meta.rlvr.trainers.sft.fit_sft` trains on).
 
 :class:`CalcOptions` (default off, the behaviour above) restricts the calculator to a few operations per call
 (``call_operations=1``: ``<calc>3+45*2-7</calc>`` gets the refusal ``?``, so a multi-step problem needs one call per

@@ -1,6 +1,6 @@
 """One meta-controller for both worlds: the meta-MDP of the rollout length, over GRPO's responses per prompt G.
 
-The RLVR meta-MDP (:mod:`meta.rlvr.meta_mdp`, the same :mod:`meta.mdp` class as the rollout-length one): one
+The RLVR meta-MDP (:mod:`meta.rlvr.meta_mdp`, the same :mod:`meta.control.mdp` class as the rollout-length one): one
 meta-episode is one compact GRPO run of the character model from its SFT warm start under a fixed budget of generated
 completion tokens; every sixth of the budget the meta-agent picks G from {2, 4, 8, 16}; the meta-reward is the change
 in held-out accuracy (over 0.1). Each training run draws a difficulty mix of 1-3 digit reversed-digit arithmetic
@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 import tyro
 
+from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
-from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import to_dict
 from rolloutlab.statistics import (
@@ -140,7 +140,7 @@ def train_config(args: Args) -> MetaTrainConfig:
 def ensure_warm_start(args: Args) -> None:
     if Path(args.checkpoint).is_file():
         return
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
     from rolloutlab.config import load_yaml
 
     print(f"training the SFT warm start into {args.checkpoint}", flush=True)

@@ -60,9 +60,9 @@ import tyro
 
 from meta.rlvr.allocators import Allocator, Uniform
 from meta.rlvr.benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
-from meta.rlvr.charlm import load_model
-from meta.rlvr.grpo_config import GRPOConfig as CompactGRPOConfig
 from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize, TokenBudgetCallback
+from meta.rlvr.lm.charlm import load_model
+from meta.rlvr.trainers.grpo_config import GRPOConfig as CompactGRPOConfig
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import mean_interval, paired_difference
 from rolloutlab.threads import set_torch_threads

@@ -44,7 +44,8 @@ import tyro
 from filelock import FileLock
 
 from envs.perturbed import TEST_PHYSICS
-from meta.controllers import split_specs
+from meta.control import split_specs
+from meta.control.training import POLICY_NAME, MetaTrainConfig, MetaTrainer
 from meta.rollout_length.benchmark import (
     EvalUnit,
     machines_by_run,
@@ -56,7 +57,6 @@ from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.evaluate import run_arms
 from meta.rollout_length.plots import plot_arms
 from meta.rollout_length.shared_arms import SharedArmsFile
-from meta.rollout_length.train import POLICY_NAME, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import from_dict, load_yaml, to_dict
 from rolloutlab.device import cpu_arithmetic

@@ -38,8 +38,8 @@ from meta.rlvr.benchmark import (
     run_arm,
     summarize,
 )
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.sft import SFTConfig, train_sft
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
 

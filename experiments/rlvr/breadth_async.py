@@ -40,15 +40,16 @@ import torch
 import tyro
 
 from meta.rlvr.allocators import Uniform
+from meta.rlvr.allocators.dars import DARS
+from meta.rlvr.allocators.dars_breadth import DARSBreadth
 from meta.rlvr.benchmark import paired_delta, prompt_sets
-from meta.rlvr.charlm import load_model
-from meta.rlvr.dars import DARS
-from meta.rlvr.dars_breadth import DARSBreadth, DARSBreadthTrainer, sampled_pass_rates
-from meta.rlvr.dart import DARTTrainer, make_dart_config
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.sft import SFTConfig, train_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import load_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.dars_breadth import DARSBreadthTrainer, sampled_pass_rates
+from meta.rlvr.trainers.dart import DARTTrainer, make_dart_config
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.config import load_yaml
 from rolloutlab.threads import set_torch_threads

@@ -44,11 +44,11 @@ import tyro
 from envs.reasoning import Task
 from envs.reasoning.scratchpad import SCRATCH_ALPHABET, SCRATCH_FAMILY, make_scratch_sft_set
 from meta.rlvr.benchmark import FINAL_WINDOW, cost_ratio, paired_delta
-from meta.rlvr.charlm import CharLMConfig, build_model, load_model, save_model
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.run import GRPORun, GRPORunConfig
-from meta.rlvr.sft import SFTConfig, fit_sft, train_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model, save_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
+from meta.rlvr.trainers.sft import SFTConfig, fit_sft, train_sft
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
 

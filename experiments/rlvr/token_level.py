@@ -32,8 +32,8 @@ from pathlib import Path
 import tyro
 
 from meta.rlvr.benchmark import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
-from meta.rlvr.run import load_run_config
-from meta.rlvr.sft import SFTConfig, train_sft
+from meta.rlvr.trainers.run import load_run_config
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.config import load_yaml
 from rolloutlab.threads import set_torch_threads

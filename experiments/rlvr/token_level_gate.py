@@ -21,8 +21,8 @@ from pathlib import Path
 import tyro
 
 from meta.rlvr.benchmark import training_tool_calls
-from meta.rlvr.charlm import load_model
-from meta.rlvr.run import GRPORun, load_run_config
+from meta.rlvr.lm.charlm import load_model
+from meta.rlvr.trainers.run import GRPORun, load_run_config
 from rolloutlab.threads import set_torch_threads
 
 PRESETS = Path(__file__).parent / "presets"

@@ -49,10 +49,10 @@ from meta.rlvr.benchmark import (
     summarize_trl,
     trl_table,
 )
-from meta.rlvr.charlm import build_model, load_model, save_model
-from meta.rlvr.grpo_config import GRPOConfig as CompactGRPOConfig
-from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import build_model, load_model, save_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo_config import GRPOConfig as CompactGRPOConfig
+from meta.rlvr.trainers.sft import SFTConfig, fit_sft, solve_rate, train_sft
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.threads import set_torch_threads
 
@@ -171,7 +171,7 @@ def make_trainer(
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from meta.rlvr.tokenizer import CharTokenizer
+    from meta.rlvr.lm.tokenizer import CharTokenizer
     from meta.rlvr.trl import AllocatingGRPOTrainer
 
     def exact_match(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> list[float]:

@@ -35,7 +35,7 @@ from mbrl.buffers import TransitionBuffer
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import RolloutLengthDriver
 from mbrl.termination import termination_fn
-from meta.controllers import make_controller
+from meta.control import make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, save_yaml, to_dict
 from rolloutlab.device import resolve_device

@@ -1,29 +1,93 @@
 """The LLM bridge: adaptive-rollout controllers for RL with verifiable rewards (RLVR).
 
+Rooms:
+
+* :mod:`meta.rlvr.allocators` — how many responses each prompt gets (GRPO, DAPO, AR3PO, DARS, E3, knapsack);
+* :mod:`meta.rlvr.token` — controllers inside a group's sampling and loss (HAPO, EEPO, ARPO, EHPO, temperature,
+  length penalty, clipping);
+* :mod:`meta.rlvr.guidance` — what responses are sampled with (Guide, SEELE, HBPO);
+* :mod:`meta.rlvr.trainers` — the compact GRPO trainer, DART, DARS-B, SFT and the run driver (torch);
+* :mod:`meta.rlvr.lm` — the character-level model, its vocabulary and a transformers tokenizer (torch);
+* :mod:`meta.rlvr.meta_mdp` and :mod:`meta.rlvr.learned` — the group-size meta-MDP and its trained policy;
+* :mod:`meta.rlvr.trl` — :class:`AllocatingGRPOTrainer`, the allocators inside TRL's ``GRPOTrainer``.
+
 Importing this package needs numpy only (no torch, transformers or TRL): the allocators, statistics and controllers
-here can be dropped into any LLM training loop. The compact GRPO trainer (:mod:`meta.rlvr.grpo`), the character-level
-model (:mod:`meta.rlvr.charlm`) and the TRL adapter (:mod:`meta.rlvr.trl`) import torch / transformers / TRL and are
-imported explicitly.
+can be dropped into any LLM training loop. The guidance controllers (which read the reasoning environments) and the
+names that need torch / transformers / TRL (:class:`AllocatingGRPOTrainer`, :class:`GRPOTrainer`, ...) load on first
+use (PEP 562).
 """
 
 from __future__ import annotations
 
-from meta.rlvr.allocators import Allocator, DynamicSampling, Uniform, is_mixed, make_allocator
-from meta.rlvr.ar3po import AR3PO
-from meta.rlvr.arpo import ARPO
-from meta.rlvr.clipping import BalancedClip, positive_share
-from meta.rlvr.dars import DARS, cumulative_advantage_factor
-from meta.rlvr.e3 import E3Budget
-from meta.rlvr.eepo import EEPO
-from meta.rlvr.ehpo import EHPO
-from meta.rlvr.hapo import HAPO
-from meta.rlvr.knapsack import Knapsack, p_mixed, solve_knapsack
-from meta.rlvr.length_penalty import AdaptiveLengthPenalty
-from meta.rlvr.reuse import ResponseBuffer, StoredResponse
-from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
-from meta.rlvr.stats import PromptStats, StatsTable
-from meta.rlvr.temperature import EntropyTemperature
-from meta.rlvr.token_controllers import make_token_controller
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from meta.rlvr.allocators import (
+    AR3PO,
+    DARS,
+    Allocator,
+    CostLedger,
+    DARSBreadth,
+    DynamicSampling,
+    E3Budget,
+    Knapsack,
+    PromptStats,
+    ResponseBuffer,
+    StatsTable,
+    StoredResponse,
+    Uniform,
+    cumulative_advantage_factor,
+    is_mixed,
+    make_allocator,
+    p_mixed,
+    reuse_or_store,
+    run_stages,
+    solve_knapsack,
+)
+from meta.rlvr.token import (
+    ARPO,
+    EEPO,
+    EHPO,
+    HAPO,
+    AdaptiveLengthPenalty,
+    BalancedClip,
+    EntropyTemperature,
+    make_token_controller,
+    positive_share,
+)
+
+if TYPE_CHECKING:
+    from meta.rlvr.guidance import HBPO, SEELE, Guidance, Guide, make_guidance
+    from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize, RandomGroupSize, TokenBudgetCallback
+    from meta.rlvr.meta_mdp import RLVRMetaConfig
+    from meta.rlvr.trainers.dart import DARTConfig, DARTTrainer, make_dart_config
+    from meta.rlvr.trainers.grpo import GRPOTrainer
+    from meta.rlvr.trainers.grpo_config import GRPOConfig
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
+    from meta.rlvr.trl import AllocatingGRPOTrainer
+
+# The guidance room reads envs.reasoning (HBPO's budget prompt), which registers gymnasium environments; the trainers,
+# the meta-MDP and the TRL adapter import torch / transformers / TRL.
+_HOMES = {
+    "Guidance": "meta.rlvr.guidance",
+    "Guide": "meta.rlvr.guidance",
+    "HBPO": "meta.rlvr.guidance",
+    "SEELE": "meta.rlvr.guidance",
+    "make_guidance": "meta.rlvr.guidance",
+    "AllocatingGRPOTrainer": "meta.rlvr.trl",
+    "DARTConfig": "meta.rlvr.trainers.dart",
+    "DARTTrainer": "meta.rlvr.trainers.dart",
+    "GRPOConfig": "meta.rlvr.trainers.grpo",
+    "GRPORun": "meta.rlvr.trainers.run",
+    "GRPORunConfig": "meta.rlvr.trainers.run",
+    "GRPOTrainer": "meta.rlvr.trainers.grpo",
+    "GroupSizeCallback": "meta.rlvr.learned",
+    "LearnedGroupSize": "meta.rlvr.learned",
+    "RLVRMetaConfig": "meta.rlvr.meta_mdp",
+    "RandomGroupSize": "meta.rlvr.learned",
+    "TokenBudgetCallback": "meta.rlvr.learned",
+    "make_dart_config": "meta.rlvr.trainers.dart",
+}
 
 __all__ = [
     "AR3PO",
@@ -32,22 +96,41 @@ __all__ = [
     "EEPO",
     "EHPO",
     "HAPO",
+    "HBPO",
+    "SEELE",
     "AdaptiveLengthPenalty",
+    "AllocatingGRPOTrainer",
     "Allocator",
     "BalancedClip",
     "CostLedger",
+    "DARSBreadth",
+    "DARTConfig",
+    "DARTTrainer",
     "DynamicSampling",
     "E3Budget",
     "EntropyTemperature",
+    "GRPOConfig",
+    "GRPORun",
+    "GRPORunConfig",
+    "GRPOTrainer",
+    "GroupSizeCallback",
+    "Guidance",
+    "Guide",
     "Knapsack",
+    "LearnedGroupSize",
     "PromptStats",
+    "RLVRMetaConfig",
+    "RandomGroupSize",
     "ResponseBuffer",
     "StatsTable",
     "StoredResponse",
+    "TokenBudgetCallback",
     "Uniform",
     "cumulative_advantage_factor",
     "is_mixed",
     "make_allocator",
+    "make_dart_config",
+    "make_guidance",
     "make_token_controller",
     "p_mixed",
     "positive_share",
@@ -55,3 +138,11 @@ __all__ = [
     "run_stages",
     "solve_knapsack",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

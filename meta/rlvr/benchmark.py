@@ -31,16 +31,16 @@ import torch
 
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr.allocators import Allocator, DynamicSampling, Uniform
-from meta.rlvr.ar3po import AR3PO
-from meta.rlvr.charlm import load_model
-from meta.rlvr.dars import DARS
-from meta.rlvr.e3 import E3Budget
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.knapsack import Knapsack
-from meta.rlvr.run import GRPORun, GRPORunConfig
-from meta.rlvr.sft import SFTConfig, train_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.allocators.ar3po import AR3PO
+from meta.rlvr.allocators.dars import DARS
+from meta.rlvr.allocators.e3 import E3Budget
+from meta.rlvr.allocators.knapsack import Knapsack
+from meta.rlvr.lm.charlm import load_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.bench import BenchLine
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import mean_interval, ratio_of_statistics
@@ -496,7 +496,7 @@ def run_token_arm(
 
     Returns:
         :func:`run_record`'s dict plus ``"token_controller"`` and ``"steps"``; each curve point holds the held-out
-        :meth:`~meta.rlvr.grpo.GRPOTrainer.evaluate_details` (accuracy, tool calls, answer length, slow share,
+        :meth:`~meta.rlvr.trainers.grpo.GRPOTrainer.evaluate_details` (accuracy, tool calls, answer length, slow share,
         entropy) and the cumulative costs, ``training_tool_calls`` among them (:func:`training_tool_calls`'s count,
         also in the record's ``costs``).
     """
@@ -531,7 +531,7 @@ def run_token_arm(
 
 def training_tool_calls(tool: object, step: Callable[[], object]) -> int:
     """Tool calls the environment executed while ``step()`` ran (one training step's rollouts): the increase of the
-    tool hook's ``calls`` counter (:class:`~meta.rlvr.tools.CalculatorTool`; 0 without a counting tool).
+    tool hook's ``calls`` counter (:class:`~meta.rlvr.trainers.tools.CalculatorTool`; 0 without a counting tool).
 
     ARPO's budget measure: a branch's shared prefix was executed once, so its calls count once; refused calls count
     (the environment answered them); the held-out evaluations, which run outside the step, do not.

@@ -24,7 +24,7 @@ def sft(
     config: Annotated[Path | None, typer.Option(help="YAML preset for SFTConfig (CLI flags override).")] = None,
 ) -> None:
     """Warm-start the character model with supervised learning and report its solve rate per difficulty."""
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
     from rolloutlab.config import from_dict, load_yaml
     from rolloutlab.threads import set_torch_threads
 
@@ -95,7 +95,7 @@ def train(
     The run directory holds config.yaml, progress.csv, TensorBoard events, checkpoint.pt (every --checkpoint-every
     steps) and, at the end, result.json; the console shows held-out accuracy against generated tokens.
     """
-    from meta.rlvr.run import GRPORun, load_run_config
+    from meta.rlvr.trainers.run import GRPORun, load_run_config
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError
     from rolloutlab.device import DeviceError

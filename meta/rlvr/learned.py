@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 import numpy as np
 from transformers import TrainerCallback
 
-from meta.controllers import Controller, Feedback
+from meta.control.meta_policy import build_meta_policy
+from meta.control.protocol import Controller, Feedback
 from meta.rlvr.allocators import Uniform
 from meta.rlvr.meta_mdp import RLVR_FEATURE_NAMES, GroupSizeActions, GroupSizeFeedback, RLVRMetaConfig, rlvr_featurize
-from meta.rollout_length.learned import build_meta_policy
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint
 from rolloutlab.config import ConfigError, from_dict
 

@@ -1,8 +1,8 @@
 """The RLVR meta-MDP: the meta-agent sets GRPO's responses per prompt G over a run with a fixed token budget.
 
-The same meta-MDP as the rollout-length one (:mod:`meta.mdp`: one episode = one inner training run under a fixed
+The same meta-MDP as the rollout-length one (:mod:`meta.control.mdp`: one episode = one inner training run under a fixed
 budget, one step = one decision on the knob, reward = the change of the inner learner's evaluated performance on a
-fixed scale), with the compact GRPO trainer (:class:`meta.rlvr.grpo.GRPOTrainer`) as the inner learner:
+fixed scale), with the compact GRPO trainer (:class:`meta.rlvr.trainers.grpo.GRPOTrainer`) as the inner learner:
 
 * **Budget**: generated completion tokens. Phase t ends once the run has generated ``(t + 1) / phases`` of the budget
   (the step that crosses the mark finishes; its overshoot comes off the next phase), so every policy of G spends the
@@ -39,13 +39,13 @@ import torch
 from gymnasium import spaces
 
 from envs.reasoning import Task, make_prompt_set
-from meta.controllers import Feedback
-from meta.mdp import MetaEnv, MetaProblem
+from meta.control import Feedback
+from meta.control.mdp import MetaEnv, MetaProblem
 from meta.rlvr.allocators import Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model, load_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
 
 #: Names of the RLVR meta-observation's entries, in order.
 RLVR_FEATURE_NAMES: tuple[str, ...] = (
@@ -129,7 +129,7 @@ class RLVRMetaConfig:
         problem_kind: Always ``"rlvr_group_size"``; tells this config from the rollout-length one in files.
         checkpoint: SFT warm start every inner run begins from (``rolloutlab rlvr sft``); ``None`` builds a fresh
             ``model`` (tests: it solves nothing, but every code path runs).
-        model: The fresh model's :class:`~meta.rlvr.charlm.CharLMConfig` fields (``checkpoint=None`` only).
+        model: The fresh model's :class:`~meta.rlvr.lm.charlm.CharLMConfig` fields (``checkpoint=None`` only).
         token_budget: Generated completion tokens per inner run (32k: about 270 steps of 8 prompts at G = 2, 35 at
             G = 16; a run of the warm start costs 5-15 s on one core).
         phases: Decisions per run (the meta-episode's horizon).
@@ -497,7 +497,7 @@ class GroupSizeProblem(MetaProblem):
 
 
 class GroupSizeEnv(MetaEnv):
-    """The RLVR meta-MDP as a gymnasium env (B = 1): :class:`meta.mdp.MetaEnv` over a :class:`GroupSizeProblem`.
+    """The RLVR meta-MDP as a gymnasium env (B = 1): :class:`meta.control.mdp.MetaEnv` over a :class:`GroupSizeProblem`.
 
     Args:
         config: The settings (default: :class:`RLVRMetaConfig`'s, which need the SFT checkpoint on disk).

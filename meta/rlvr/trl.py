@@ -2,7 +2,7 @@
 
 TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
 :class:`AllocatingGRPOTrainer` replaces TRL's "sample ``G`` per prompt" with rolloutlab's staged protocol
-(:mod:`meta.rlvr.staging`), the same one the compact trainer follows:
+(:mod:`meta.rlvr.allocators.staging`), the same one the compact trainer follows:
 
 1. the allocator sets each prompt's first-stage count, then after each stage how many more it gets given the
    correctness rewards seen so far this step (AR3PO, DARS); counts may exceed ``G``;
@@ -17,8 +17,8 @@ Prompt statistics, the allocator's stage decisions and response reuse read one r
 reward named by ``correctness_reward`` (default: the first one); advantages use TRL's weighted sum of all of them
 (``reward_weights``), optionally shaped by ALP (``length_penalty``, with each group's own solve rate).
 
-A :class:`~meta.rlvr.staging.CostLedger` (:attr:`AllocatingGRPOTrainer.ledger`) counts generated responses and tokens,
-prompt tokens read, rows and tokens trained, reuse and drops; it is logged as ``ledger/*`` (cumulative) and
+A :class:`~meta.rlvr.allocators.staging.CostLedger` (:attr:`AllocatingGRPOTrainer.ledger`) counts generated responses
+and tokens, prompt tokens read, rows and tokens trained, reuse and drops; it is logged as ``ledger/*`` (cumulative) and
 ``ledger/step_*`` (per step). TRL's own ``num_tokens`` and ``completions/*`` metrics count the generated rows only.
 
 :func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
@@ -48,11 +48,11 @@ from trl.data_utils import is_conversational
 from trl.trainer.utils import add_fused_lm_head, nanstd, pad
 
 from meta.rlvr.allocators import Allocator, is_mixed
-from meta.rlvr.length_penalty import AdaptiveLengthPenalty
-from meta.rlvr.reuse import ResponseBuffer
-from meta.rlvr.staging import CostLedger, reuse_or_store, run_stages
-from meta.rlvr.stats import StatsTable
-from meta.rlvr.temperature import EntropyTemperature
+from meta.rlvr.allocators.reuse import ResponseBuffer
+from meta.rlvr.allocators.staging import CostLedger, reuse_or_store, run_stages
+from meta.rlvr.allocators.stats import StatsTable
+from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
+from meta.rlvr.token.temperature import EntropyTemperature
 from rolloutlab.run_state import generator_state, set_generator_state
 
 #: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
@@ -163,7 +163,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         ValueError: an unsupported TRL setting (see the module docstring) or an unknown ``correctness_reward``.
 
     Attributes:
-        ledger: Cumulative :class:`~meta.rlvr.staging.CostLedger`.
+        ledger: Cumulative :class:`~meta.rlvr.allocators.staging.CostLedger`.
         last_allocation: Responses generated per prompt of the most recent step's first batch (all stages).
         last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch.
         last_step: The most recent step's ledger increase and group counts.

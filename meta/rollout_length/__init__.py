@@ -6,11 +6,13 @@ inner Dyna-DQN run under a fixed interaction budget; every ``phase_length`` env 
 or leaves it (NOOP) and is rewarded with the change in the inner learner's return, so its return telescopes to the
 final return.
 
-The UP/DOWN/NOOP rule is :func:`meta.controllers.step_rollout_length`. Modules: :mod:`.features` (the
-normalized observation), :mod:`.inner` (the inner-learner protocol and factories), :mod:`.toy` (an analytic stand-in
-learner for tests), :mod:`.env` (``RolloutLengthEnv`` and the batched ``MetaVecEnv``), :mod:`.parallel` (process-pool
-and Ray vector envs), :mod:`.train` (meta-training with checkpoint/resume), :mod:`.learned` (``LearnedController``),
-:mod:`.evaluate` (the arms comparison), :mod:`.cli` and :mod:`.bench`.
+The UP/DOWN/NOOP rule is :func:`meta.control.step_rollout_length`; the generic meta-MDP, its process-pool and Ray
+vector envs and meta-training with checkpoint/resume are shared with the RLVR meta-MDP and live in :mod:`meta.control`
+(:mod:`~meta.control.mdp`, :mod:`~meta.control.parallel`, :mod:`~meta.control.training`). Modules here:
+:mod:`.features` (the normalized observation), :mod:`.actions` (the K action sets), :mod:`.inner` (the inner-learner
+protocol and factories), :mod:`.toy` (an analytic stand-in learner for tests), :mod:`.env` (``RolloutLengthEnv`` and
+the batched ``MetaVecEnv``), :mod:`.learned` (``LearnedController``), :mod:`.evaluate` (the arms comparison),
+:mod:`.cli` and :mod:`.benchmark`.
 """
 
 from __future__ import annotations
@@ -18,21 +20,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from meta.rollout_length.learned import LearnedController  # importing it registers the learned:PATH controller spec
-
 if TYPE_CHECKING:
     from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
+    from meta.rollout_length.learned import LearnedController
 
 __all__ = ["LearnedController", "MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"]
 
-# The meta-env pulls in the inner learner (torch, SB3); it loads on first use (PEP 562) so that the ``rolloutlab``
-# command, which imports this package at every start for the ``learned:PATH`` spec, stays quick.
-_LAZY = {"MetaEnvConfig", "MetaVecEnv", "RolloutLengthEnv"}
+# The meta-env and the learned controller pull in torch and SB3; they load on first use (PEP 562).
+_HOMES = {
+    "LearnedController": "meta.rollout_length.learned",
+    "MetaEnvConfig": "meta.rollout_length.env",
+    "MetaVecEnv": "meta.rollout_length.env",
+    "RolloutLengthEnv": "meta.rollout_length.env",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
+    if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("meta.rollout_length.env"), name)
+    value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value
     return value

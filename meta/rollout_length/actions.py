@@ -1,7 +1,7 @@
 """The meta-agent's action sets on the rollout length, behind one interface.
 
 ``step`` is Bhatia, Thomas & Zilberstein's (2022, section 4): UP (``ceil(1.5 K)``, 1 from 0), DOWN (``floor(K / 2)``)
-and NOOP, applied to the K in force (:func:`meta.controllers.step_rollout_length`). Starting from K = 0 the agent needs
+and NOOP, applied to the K in force (:func:`meta.control.step_rollout_length`). Starting from K = 0 the agent needs
 one UP to use the model at all, and from K = 1 one DOWN to stop; a multiplicative step cannot reach every length
 quickly, which is why ``direct`` exists.
 
@@ -17,7 +17,7 @@ from typing import Literal
 
 from gymnasium import spaces
 
-from meta.controllers import StepAction, step_rollout_length
+from meta.control import StepAction, step_rollout_length
 
 #: The names of the action sets.
 ACTION_SETS = ("step", "direct")
@@ -30,7 +30,7 @@ class MetaActions:
     """How a meta-action changes the rollout length.
 
     Args:
-        kind: ``"step"`` (UP / DOWN / NOOP, :class:`meta.controllers.StepAction`) or ``"direct"`` (index into
+        kind: ``"step"`` (UP / DOWN / NOOP, :class:`meta.control.StepAction`) or ``"direct"`` (index into
             ``grid``).
         k_cap: Largest rollout length.
         grid: The lengths of the direct choice, strictly increasing, within ``[0, k_cap]`` (``direct`` only).

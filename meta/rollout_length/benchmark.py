@@ -268,8 +268,8 @@ _PRESET = Path(__file__).resolve().parents[2] / "experiments" / "meta" / "preset
 
 
 def _throughput() -> BenchLine:
+    from meta.control.training import MetaTrainConfig
     from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv
-    from meta.rollout_length.train import MetaTrainConfig
     from rolloutlab.config import load_yaml
 
     started = time.perf_counter()
@@ -298,8 +298,8 @@ def _throughput() -> BenchLine:
 
 
 def _toy_learning(out_dir: Path) -> BenchLine:
+    from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
     from meta.rollout_length.env import MetaEnvConfig
-    from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 
     started = time.perf_counter()
     env = MetaEnvConfig(budget=50_000, phase_length=5_000, inner="toy")

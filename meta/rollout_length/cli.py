@@ -47,7 +47,7 @@ def train(
     out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
 ) -> None:
     """Meta-train (or resume with --resume RUN_DIR); writes meta_policy.pt for `learned:PATH`."""
-    from meta.rollout_length.train import MetaTrainConfig, MetaTrainer
+    from meta.control.training import MetaTrainConfig, MetaTrainer
     from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
     from rolloutlab.runs import make_run_dir
 
@@ -113,7 +113,7 @@ def evaluate(
 ) -> None:
     """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
     from envs.perturbed import parse_physics
-    from meta.controllers import split_specs
+    from meta.control import split_specs
     from meta.rollout_length.env import MetaEnvConfig
     from meta.rollout_length.evaluate import DQN_ZOO_ARM, arm_controller, arm_key, compare, run_arms, run_dqn_zoo
     from meta.rollout_length.plots import plot_arms

@@ -1,4 +1,4 @@
-"""The rollout-length meta-MDP: :class:`meta.mdp.MetaEnv` / ``MetaVecEnv`` over an inner model-based run.
+"""The rollout-length meta-MDP: :class:`meta.control.mdp.MetaEnv` / ``MetaVecEnv`` over an inner model-based run.
 
 One meta-episode is one inner training run under a fixed interaction budget (Bhatia, Thomas & Zilberstein 2022,
 sec. 4). Each meta-step the agent picks an action of its action set (:mod:`.actions`: UP / DOWN / NOOP on the K in
@@ -15,8 +15,8 @@ Dividing by the env's return range (by default its step limit: 500 on Acrobot, 2
 meta-return in about [-1, 1], where a freshly initialized Q-network's outputs already are.
 
 The bookkeeping (J, rewards, episode end, vector-env protocol, seeding) is the generic meta-MDP's
-(:mod:`meta.mdp`, which the RLVR meta-MDP of :mod:`meta.rlvr.meta_mdp` shares); this module holds the rollout-length
-side, :class:`RolloutLengthProblem`, and its settings, :class:`MetaEnvConfig`.
+(:mod:`meta.control.mdp`, which the RLVR meta-MDP of :mod:`meta.rlvr.meta_mdp` shares); this module holds the
+rollout-length side, :class:`RolloutLengthProblem`, and its settings, :class:`MetaEnvConfig`.
 
 ``RolloutLengthEnv`` is a plain :class:`gymnasium.Env` (it passes ``check_env``). Meta-training uses
 :class:`MetaVecEnv` instead: an SB3 :class:`~stable_baselines3.common.vec_env.VecEnv` whose B meta-episodes advance in
@@ -36,8 +36,8 @@ from gymnasium import spaces
 
 from envs.perturbed import NOMINAL_PHYSICS, PhysicsSampler, env_factory
 from mbrl.phases import RolloutLengthDriver
-from meta.controllers import Feedback, RolloutLengthController
-from meta.mdp import BatchedVecEnv, MetaEnv, MetaProblem, MetaRuns, MetaVecEnv
+from meta.control import Feedback, RolloutLengthController
+from meta.control.mdp import BatchedVecEnv, MetaEnv, MetaProblem, MetaRuns, MetaVecEnv
 from meta.rollout_length.actions import DEFAULT_K_GRID, MetaActions
 from meta.rollout_length.features import CLIP, FEATURE_NAMES, FeatureScales, featurize
 from meta.rollout_length.inner import DynaFactory, InnerFactory, InnerLearner
@@ -271,7 +271,7 @@ class RolloutLengthEnv(MetaEnv):
     Observation: :data:`~meta.rollout_length.features.FEATURE_NAMES` (normalized, see :mod:`.features`).
     Action: the config's action set (:mod:`.actions`): ``Discrete(3)`` (DOWN, NOOP, UP) or ``Discrete(len(k_grid))``.
     Reward: ``(J' - J) / reward_scale`` (undiscounted return = ``(J_final - J_0) / reward_scale``); see
-    :class:`meta.mdp.MetaEnv`.
+    :class:`meta.control.mdp.MetaEnv`.
 
     Args:
         config: The meta-MDP settings (inner env id, budget, phase length, K cap, ...).

@@ -7,7 +7,7 @@ inner Dyna-DQN run on the *perturbed* env (MountainCar gravity 0.003; Acrobot g 
 seed (network initialization, env resets, exploration streams), so arms can be compared pairwise over seeds.
 
 Arms are controller specs, the same strings as ``rolloutlab mbrl train --controller`` (see
-:func:`meta.controllers.make_controller`): ``fixed:0``, ``fixed:16``, ``fixed:32`` (fixed K), ``dec:32``, ``inc:32``,
+:func:`meta.control.make_controller`): ``fixed:0``, ``fixed:16``, ``fixed:32`` (fixed K), ``dec:32``, ``inc:32``,
 ``incdec:32`` (linear in the budget used), ``linear:0,5,1,32`` (MBPO's truncated-linear epoch schedule over the 10
 decisions of the default budget), ``uncertainty:95,32`` (MACURA-style per-step truncation at the 95th percentile of
 first-step disagreement), ``random:K_INIT,K_CAP[,SEED]`` (a meta-policy choosing UP / DOWN / NOOP uniformly: the
@@ -30,7 +30,7 @@ import numpy as np
 
 from envs.perturbed import TEST_PHYSICS, env_factory, make_perturbed
 from mbrl.phases import RolloutLengthDriver
-from meta.controllers import BudgetLinear, RandomMetaPolicy, RolloutLengthController, make_controller
+from meta.control import BudgetLinear, RandomMetaPolicy, RolloutLengthController, make_controller
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.inner import InnerFactory
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint

@@ -1,8 +1,8 @@
 """``LearnedController``: a trained SB3 meta-policy behind the framework-free controller protocol.
 
-Importing this module registers the ``learned:PATH`` controller spec in :mod:`meta.controllers` (importing
-``meta.rollout_length`` does, and ``rolloutlab`` imports it), so ``rolloutlab mbrl train --controller
-learned:runs/.../meta_policy.pt`` and :mod:`.evaluate` use a meta-policy the same way as any schedule. The
+The ``learned:PATH`` controller spec (registered in :mod:`meta.control.spec`, which imports this module only when such
+a spec is built) makes ``rolloutlab mbrl train --controller learned:runs/.../meta_policy.pt`` and :mod:`.evaluate` use
+a meta-policy the same way as any schedule. The
 controller rebuilds the exact observation the meta-env showed the agent during training
 (:func:`~meta.rollout_length.features.featurize`), keeping J, the previous J and K as its own saveable state.
 """
@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from meta.controllers import Feedback, RolloutLengthController, register_controller
+from meta.control.meta_policy import build_meta_policy
+from meta.control.protocol import Feedback, RolloutLengthController
+from meta.control.spec import Spec
 from meta.rollout_length.features import FEATURE_NAMES, featurize
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint
 from rolloutlab.config import from_dict
@@ -31,7 +33,7 @@ class LearnedController(RolloutLengthController):
     ``budget_fraction``. Missing or non-finite values count as 0 (J keeps its previous value).
 
     Args:
-        path: A ``meta_policy.pt`` written by :func:`meta.rollout_length.train.export_policy`.
+        path: A ``meta_policy.pt`` written by :func:`meta.control.training.export_policy`.
         deterministic: Greedy actions (default) or sampled ones (PPO only; DQN is greedy either way).
 
     Raises:
@@ -87,24 +89,10 @@ class LearnedController(RolloutLengthController):
         return f"LearnedController({self.path!r})"
 
 
-def build_meta_policy(algo: str, net_arch: list[int], obs_space: Any, act_space: Any) -> Any:
-    """An empty SB3 policy of the exported meta-agent's kind (``dqn`` or ``ppo``), for loading its ``state_dict``.
-
-    Raises:
-        CheckpointError: an unknown algorithm.
-    """
-    if algo == "dqn":
-        from stable_baselines3.dqn.policies import DQNPolicy
-
-        return DQNPolicy(obs_space, act_space, lambda _: 0.0, net_arch=net_arch)
-    if algo == "ppo":
-        from stable_baselines3.common.policies import ActorCriticPolicy
-
-        return ActorCriticPolicy(obs_space, act_space, lambda _: 0.0, net_arch=net_arch)
-    raise CheckpointError(f"unknown meta-agent algorithm {algo!r}")
-
-
-def _learned_spec(args: str) -> LearnedController:
+def learned_from_spec(spec: Spec) -> LearnedController:
+    """``learned:PATH``: the meta-policy at PATH, a ``meta_policy.pt`` or the run directory holding it (the spec factory
+    :data:`meta.control.spec.SPECS` names)."""
+    args = spec.raw_args
     if not args:
         raise ValueError("controller spec 'learned' needs a path: learned:PATH/TO/meta_policy.pt")
     path = Path(args)
@@ -115,6 +103,3 @@ def _learned_spec(args: str) -> LearnedController:
     except CheckpointError as exc:
         # A spec is parsed where options are checked; a bad file must be refused there like any other bad spec.
         raise ValueError(f"controller spec 'learned:{args}': {exc}") from exc
-
-
-register_controller("learned", _learned_spec)

@@ -39,7 +39,7 @@ from mbrl.models import ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, truncator_of
 from mbrl.rewards import known_env_names as known_reward_envs
 from mbrl.rewards import reward_fn
-from meta.controllers import make_controller
+from meta.control import make_controller
 from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
 from planning.mpc.planner import MPCPlanner
 from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator

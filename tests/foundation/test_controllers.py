@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from meta.controllers import Fixed, TruncatedLinear, available_controllers, make_controller
+from meta.control import Fixed, TruncatedLinear, available_controllers, make_controller
 
 
 def test_fixed() -> None:
@@ -35,9 +35,9 @@ def test_specs() -> None:
     assert {"fixed", "linear", "inc", "dec", "incdec", "uncertainty", "random"} <= set(available_controllers())
     with pytest.raises(ValueError, match="unknown controller 'bogus'"):
         make_controller("bogus:1")
-    with pytest.raises(ValueError, match="takes 4 integer"):
+    with pytest.raises(ValueError, match="takes EPOCH_A,EPOCH_B,H_MIN,H_MAX \\(4 integers\\)"):
         make_controller("linear:1,2")
-    with pytest.raises(ValueError, match="must be integers"):
+    with pytest.raises(ValueError, match="arguments must be numbers"):
         make_controller("fixed:x")
 
 

@@ -65,7 +65,7 @@ def test_generator_state_reads_older_layouts() -> None:
 
 
 def test_restore_reads_meta_training_layout_from_before_the_helper() -> None:
-    # What meta/rollout_length/train.py wrote before rolloutlab.run_state (committed checkpoints hold it).
+    # What meta/control/training.py wrote before rolloutlab.run_state (committed checkpoints hold it).
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     space = np.random.default_rng(4)
     legacy = np.random.get_state()

@@ -16,7 +16,7 @@ from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
 from mbrl.buffers import Transitions
 from mbrl.models import ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, RolloutLengthDriver
-from meta.controllers import UncertaintyTruncation, make_controller
+from meta.control import UncertaintyTruncation, make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 
 

@@ -138,8 +138,8 @@ def test_recorded_command_names_every_changed_setting() -> None:
 
 def test_the_meta_preset_is_the_gates_learner() -> None:
     """experiments/meta/presets/acrobot_gate_lookahead_10k.yaml builds the DynaConfig the gate ran (10k, lookahead)."""
+    from meta.control.training import MetaTrainConfig
     from meta.rollout_length.env import MetaEnvConfig
-    from meta.rollout_length.train import MetaTrainConfig
     from rolloutlab.config import load_yaml
 
     preset = load_yaml(MetaTrainConfig, ROOT / "experiments" / "meta" / "presets" / "acrobot_gate_lookahead_10k.yaml")
@@ -151,7 +151,7 @@ def test_the_meta_preset_is_the_gates_learner() -> None:
 
 def test_the_8k_meta_preset_is_the_learner_of_the_8k_gate() -> None:
     """experiments/meta/presets/acrobot_gate_8k_converged.yaml builds the DynaConfig of gate_8k_converged.json."""
-    from meta.rollout_length.train import MetaTrainConfig
+    from meta.control.training import MetaTrainConfig
     from rolloutlab.config import load_yaml
 
     protocol = json.loads((RESULTS / "gate_8k_converged.json").read_text())["protocol"]

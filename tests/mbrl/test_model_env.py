@@ -9,7 +9,7 @@ import pytest
 
 from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
-from meta.controllers import UncertaintyTruncation
+from meta.control import UncertaintyTruncation
 
 
 @dataclass

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from meta.controllers import Fixed, RandomMetaPolicy, TruncatedLinear, UncertaintyTruncation, make_controller
+from meta.control import Fixed, RandomMetaPolicy, TruncatedLinear, UncertaintyTruncation, make_controller
+from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rollout_length.env import MetaEnvConfig, RolloutLengthEnv
 from meta.rollout_length.evaluate import (
     DEFAULT_ARMS,
@@ -26,7 +27,6 @@ from meta.rollout_length.evaluate import (
 )
 from meta.rollout_length.inner import EnvFn
 from meta.rollout_length.learned import LearnedController
-from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import CheckpointError, save_checkpoint
 
 TINY_DYNA = {
@@ -169,7 +169,7 @@ def test_old_arm_names_are_refused_with_their_new_spec() -> None:
 
 
 def test_cli_default_arms_are_the_default_arms() -> None:
-    from meta.controllers import split_specs
+    from meta.control import split_specs
     from meta.rollout_length import cli
 
     assert split_specs(cli._DEFAULT_ARMS) == [a for a in DEFAULT_ARMS if a != "dqn_zoo"]

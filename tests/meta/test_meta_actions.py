@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
-from meta.controllers import StepAction
+from meta.control import StepAction
 from meta.rollout_length.actions import DEFAULT_K_GRID, MetaActions
 from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
 from meta.rollout_length.toy import ToyFactory

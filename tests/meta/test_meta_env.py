@@ -10,8 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from meta.controllers import StepAction
-from meta.controllers import step_rollout_length as next_k
+from meta.control import StepAction
+from meta.control import step_rollout_length as next_k
 from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
 from meta.rollout_length.features import FEATURE_NAMES
 from meta.rollout_length.inner import EnvFn

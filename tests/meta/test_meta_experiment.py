@@ -12,6 +12,7 @@ import pytest
 import scipy.stats
 from script_modules import load_script
 
+from meta.control.training import MetaTrainConfig
 from meta.rollout_length.benchmark import (
     EvalUnit,
     machines_by_run,
@@ -25,7 +26,6 @@ from meta.rollout_length.benchmark import (
 )
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.evaluate import merge_run_slices, run_arms
-from meta.rollout_length.train import MetaTrainConfig
 from rolloutlab.config import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]

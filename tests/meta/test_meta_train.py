@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from meta.controllers import StepAction
-from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.features import FEATURE_NAMES
-from meta.rollout_length.parallel import ProcessMetaVecEnv, split_runs
-from meta.rollout_length.train import (
+from meta.control import StepAction
+from meta.control.parallel import ProcessMetaVecEnv, split_runs
+from meta.control.training import (
     CHECKPOINT_NAME,
     HISTORY_NAME,
     POLICY_NAME,
@@ -25,6 +23,8 @@ from meta.rollout_length.train import (
     MetaTrainConfig,
     MetaTrainer,
 )
+from meta.rollout_length.env import MetaEnvConfig
+from meta.rollout_length.features import FEATURE_NAMES
 from rolloutlab.checkpoint import load_checkpoint
 from rolloutlab.config import to_dict
 
@@ -76,7 +76,7 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path) -> None:
 
     code = (
         "import json, sys\n"
-        "from meta.rollout_length.train import MetaTrainConfig, MetaTrainer\n"
+        "from meta.control.training import MetaTrainConfig, MetaTrainer\n"
         "from rolloutlab.config import from_dict\n"
         "cfg = from_dict(MetaTrainConfig, json.loads(sys.argv[1]))\n"
         "MetaTrainer(cfg, sys.argv[2], show_progress=False).train()\n"

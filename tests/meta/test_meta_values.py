@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
+from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rollout_length.diagnostics import returns_to_go, value_check
 from meta.rollout_length.env import MetaEnvConfig
-from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 
 
 def test_meta_dqn_values_track_monte_carlo_returns(tmp_path: Path) -> None:

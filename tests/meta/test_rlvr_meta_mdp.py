@@ -11,7 +11,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from meta.mdp import MetaEnv, MetaVecEnv
+from meta.control.mdp import MetaEnv, MetaVecEnv
+from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr.learned import LearnedGroupSize, RandomGroupSize
 from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import (
@@ -25,7 +26,6 @@ from meta.rlvr.meta_mdp import (
     solve_rate_histogram,
 )
 from meta.rollout_length.env import RolloutLengthEnv
-from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from rolloutlab.checkpoint import CheckpointError
 from rolloutlab.config import from_dict, to_dict
 
@@ -212,7 +212,7 @@ def test_a_rollout_length_policy_is_refused_by_the_rlvr_controller(tmp_path: Pat
 
 
 def test_worker_processes_run_the_rlvr_meta_mdp_like_one_process() -> None:
-    from meta.rollout_length.parallel import ProcessMetaVecEnv, split_runs
+    from meta.control.parallel import ProcessMetaVecEnv, split_runs
 
     pooled = ProcessMetaVecEnv(TINY, num_runs=2, workers=2, seed=9)
     try:

@@ -1,5 +1,5 @@
 """Hand-computed values of the rollout-length heuristics: INC / DEC / INC-DEC, the UP/DOWN/NOOP rule, uncertainty,
-the random meta-policy; and the spec registry (one per kind, pillars register themselves)."""
+the random meta-policy; and the one spec registry (every kind's names in one table)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meta.controllers import (
+from meta.control import (
     BudgetLinear,
     RandomMetaPolicy,
     RolloutLengthController,
@@ -20,10 +20,11 @@ from meta.controllers import (
     UncertaintyTruncation,
     available_controllers,
     make_controller,
-    register_controller,
+    register_spec,
     split_specs,
     step_rollout_length,
 )
+from meta.control.spec import ROLLOUT_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,8 +171,7 @@ def test_specs_quoted_in_the_docs_parse() -> None:
 
 
 def test_wrong_kind_and_unknown_specs_are_refused_at_parse_time() -> None:
-    import meta.rlvr.allocators  # noqa: F401 - declares the RLVR allocator kind
-
+    # No import of meta.rlvr needed: every spec name is in the one registry of meta.control.spec.
     pointer = (
         r"'uniform' is an RLVR allocator spec, not a rollout-length controller.*meta\.rlvr\.allocators\.make_allocator"
     )
@@ -183,38 +183,39 @@ def test_wrong_kind_and_unknown_specs_are_refused_at_parse_time() -> None:
         make_controller("k16")
     assert not {"uniform", "ar3po"} & set(available_controllers())
     with pytest.raises(ValueError, match="already an RLVR allocator"):
-        register_controller("uniform", lambda args: BudgetLinear("inc", 8))
+        register_spec(ROLLOUT_LENGTH, "uniform", lambda spec: BudgetLinear("inc", 8))
 
 
 def test_controllers_never_import_a_pillar() -> None:
-    # Numpy only, and no pillar pulled in by building any spec (not even lazily): pillars register themselves.
+    # Numpy only, and no pillar pulled in by building a rollout-length spec or refusing another kind's name: the
+    # registry names factories by path and imports one only when a spec of its own is built.
     code = (
         "import sys\n"
         "for name in ('torch', 'gymnasium', 'stable_baselines3', 'trl', 'transformers'):\n"
         "    sys.modules[name] = None\n"
-        "import meta.controllers as c\n"
+        "import meta.control as c\n"
         "for spec in ('fixed:4', 'linear:0,5,1,32', 'inc:8', 'uncertainty:95', 'random:0,32,1'):\n"
         "    c.make_controller(spec)\n"
-        "for spec in ('uniform:8', 'learned:x.pt'):\n"
+        "for spec in ('uniform:8', 'hapo:0.2,1', 'dart:1'):\n"
         "    try:\n"
         "        c.make_controller(spec)\n"
         "    except ValueError as exc:\n"
-        "        assert 'unknown controller' in str(exc), exc\n"
+        "        assert 'not a rollout-length controller' in str(exc), exc\n"
         "    else:\n"
         "        raise AssertionError(spec)\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('meta.', 'mbrl', 'envs', 'planning', 'rolloutlab'))))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('meta', 'mbrl', 'envs', 'planning', 'rolloutlab'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['meta.controllers']"
-    source = (ROOT / "meta" / "controllers.py").read_text(encoding="utf-8")
-    assert "import_module" not in source and "__import__" not in source and "importlib" not in source
+    expected = ["meta", "meta.control", "meta.control.protocol", "meta.control.rollout_length", "meta.control.spec"]
+    assert result.stdout.strip() == str(expected)
 
 
-def test_controllers_source_imports_only_the_standard_library_and_numpy() -> None:
+@pytest.mark.parametrize("module", ["protocol", "spec", "rollout_length", "__init__"])
+def test_control_sources_import_only_the_standard_library_numpy_and_meta_control(module: str) -> None:
     # Every import statement, a function-local one included, so a lazy import reaching a pillar cannot hide from the
     # subprocess check above (which sees only the imports the specs it builds happen to run).
-    tree = ast.parse((ROOT / "meta" / "controllers.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "meta" / "control" / f"{module}.py").read_text(encoding="utf-8"))
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -222,21 +223,25 @@ def test_controllers_source_imports_only_the_standard_library_and_numpy() -> Non
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "a relative import would reach into the meta package"
             imported.add(node.module or "")
-    outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names | {"numpy"}}
-    assert not outside, f"meta/controllers.py imports {sorted(outside)}"
-    assert "numpy" in imported  # the walk sees the module's imports at all
+    allowed = sys.stdlib_module_names | {"numpy"}
+    outside = {name for name in imported if name.split(".")[0] not in allowed and not name.startswith("meta.control")}
+    assert not outside, f"meta/control/{module}.py imports {sorted(outside)}"
+    assert imported  # the walk sees the module's imports at all
 
 
-def test_learned_spec_registers_with_its_package() -> None:
+def test_learned_spec_is_registered_without_importing_its_package() -> None:
     code = (
-        "import meta.controllers as c\n"
-        "assert 'learned' not in c.available_controllers()\n"
-        "import meta.rollout_length\n"
+        "import sys\n"
+        "import meta.control as c\n"
         "assert 'learned' in c.available_controllers()\n"
+        "assert 'meta.rollout_length' not in sys.modules\n"
         "try:\n"
         "    c.make_controller('learned:')\n"
         "except ValueError as exc:\n"
         "    assert 'needs a path' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('learned: without a path was accepted')\n"
+        "assert 'meta.rollout_length.learned' in sys.modules  # imported lazily, once a learned spec was built\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

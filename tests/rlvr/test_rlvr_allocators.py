@@ -24,14 +24,16 @@ from meta.rlvr import (
     p_mixed,
     solve_knapsack,
 )
-from meta.rlvr.reuse import StoredResponse
+from meta.rlvr.allocators.reuse import StoredResponse
 
 
 def test_package_imports_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; sys.modules['trl'] = None\n"
-        "import meta.rlvr, meta.rlvr.allocators, meta.rlvr.ar3po, meta.rlvr.dars, meta.rlvr.e3, meta.rlvr.knapsack\n"
-        "import meta.rlvr.temperature, meta.rlvr.length_penalty, meta.rlvr.clipping, meta.rlvr.reuse, meta.rlvr.stats\n"
+        "import meta.rlvr, meta.rlvr.allocators, meta.rlvr.allocators.ar3po, meta.rlvr.allocators.dars\n"
+        "import meta.rlvr.allocators.e3, meta.rlvr.allocators.knapsack, meta.rlvr.allocators.dars_breadth\n"
+        "import meta.rlvr.token, meta.rlvr.token.temperature, meta.rlvr.token.length_penalty\n"
+        "import meta.rlvr.token.clipping, meta.rlvr.allocators.reuse, meta.rlvr.allocators.stats, meta.rlvr.guidance\n"
         "assert meta.rlvr.make_allocator('knapsack:8,16').initial(['a', 'b'], meta.rlvr.StatsTable()) == [8, 8]\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
@@ -170,7 +172,7 @@ def test_decide_protocol() -> None:
 
 
 def test_allocator_specs_are_not_rollout_length_controllers() -> None:
-    from meta.controllers import available_controllers, make_controller
+    from meta.control import available_controllers, make_controller
 
     assert not {"uniform", "dapo", "ar3po", "dars", "e3", "knapsack"} & set(available_controllers())
     pointer = r"is an RLVR allocator spec, not a rollout-length controller.*meta\.rlvr\.allocators\.make_allocator"
@@ -182,11 +184,10 @@ def test_allocator_specs_are_not_rollout_length_controllers() -> None:
 
 
 def test_rollout_length_specs_are_refused_by_make_allocator() -> None:
-    pointer = r"is a rollout-length controller spec, not an RLVR allocator.*meta\.controllers\.make_controller"
+    pointer = r"is a rollout-length controller spec, not an RLVR allocator.*meta\.control\.make_controller"
     for spec in ("fixed:4", "linear:0,5,1,32", "inc:32", "uncertainty:95", "random:0,32"):
         with pytest.raises(ValueError, match=pointer):
             make_allocator(spec)
-    # dars_b is listed once meta.rlvr.dars_breadth (which registers it) has been imported, e.g. by meta.rlvr.run.
     with pytest.raises(
         ValueError, match=r"unknown allocator 'nope'.*ar3po, dapo, dars, (dars_b, )?e3, knapsack, uniform"
     ):

@@ -10,13 +10,13 @@ from tiny_grpo import EchoTool, resumed_alongside, tiny_calc_sft, tiny_grpo_trai
 
 from envs.reasoning import Task
 from meta.rlvr import Uniform
-from meta.rlvr.arpo import ARPO, branch_probability, prefix_advantages, tool_return_points, window_entropy
-from meta.rlvr.eepo import EEPO
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_groups import Group, Response
-from meta.rlvr.token_controllers import make_token_controller
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token import make_token_controller
+from meta.rlvr.token.arpo import ARPO, branch_probability, prefix_advantages, tool_return_points, window_entropy
+from meta.rlvr.token.eepo import EEPO
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_groups import Group, Response
 
 
 def _trainer(arpo: ARPO | None = None, group_size: int = 6, **kwargs: object) -> GRPOTrainer:
@@ -124,12 +124,12 @@ def test_spec() -> None:
     assert (ctl.alpha, ctl.beta, ctl.k, ctl.branches) == (0.3, 2.0, 3, 1)
     default = make_token_controller("arpo")
     assert isinstance(default, ARPO) and (default.alpha, default.beta, default.k, default.branches) == (0.5, 1, 4, 2)
-    with pytest.raises(ValueError, match="whole numbers"):
+    with pytest.raises(ValueError, match="K must be a whole number"):
         make_token_controller("arpo:0.5,1,2.5")
 
 
 def test_arpo_run_checkpoints_its_state(tmp_path: Path) -> None:
-    from meta.rlvr.run import GRPORun, GRPORunConfig
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
 
     tiny_calc_sft(tmp_path / "sft.pt", difficulties=[1], eval_per_difficulty=2)
     cfg = GRPORunConfig(

@@ -60,7 +60,7 @@ def test_summaries_by_hand() -> None:
 
 
 def test_script_end_to_end_and_resume(tmp_path: Path) -> None:
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
     script = _script()
     sft = SFTConfig(steps=3, batch_size=8, difficulties=[1], difficulty_weights=[1.0], eval_per_difficulty=1)

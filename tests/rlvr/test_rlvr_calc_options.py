@@ -21,9 +21,9 @@ from envs.reasoning.tooluse import (
     trace,
 )
 from meta.rlvr.benchmark import token_level_summary, token_level_table, training_tool_calls
-from meta.rlvr.charlm import CharLMConfig
-from meta.rlvr.tools import CalculatorTool
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.tools import CalculatorTool
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "experiments" / "rlvr" / "presets"
@@ -118,10 +118,10 @@ def test_restricted_sft_mix_has_no_whole_expression_call_and_every_trace_replays
 def test_configs_carry_the_options(tmp_path: Path) -> None:
     from tiny_grpo import tiny_calc_sft
 
-    from meta.rlvr.charlm import load_model
-    from meta.rlvr.grpo_config import GRPOConfig
-    from meta.rlvr.run import GRPORun, load_run_config
-    from meta.rlvr.sft import SFTConfig, eval_tasks
+    from meta.rlvr.lm.charlm import load_model
+    from meta.rlvr.trainers.grpo_config import GRPOConfig
+    from meta.rlvr.trainers.run import GRPORun, load_run_config
+    from meta.rlvr.trainers.sft import SFTConfig, eval_tasks
     from rolloutlab.config import load_yaml
 
     sft = load_yaml(SFTConfig, PRESETS / "calc2_sft.yaml")

@@ -65,7 +65,7 @@ def test_quick_bench_contract(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spec", ["hapo:0.2,1", "eepo:0.01", "ehpo:1,0.1"])
 def test_train_with_a_token_controller_checkpoints_its_state(tmp_path: Path, spec: str) -> None:
-    from meta.rlvr.run import GRPORun
+    from meta.rlvr.trainers.run import GRPORun
 
     runner = CliRunner()
     ckpt = tmp_path / "sft.pt"

@@ -1,5 +1,6 @@
-"""DARS-B (meta/rlvr/dars_breadth.py): the spec, the full-batch epochs counted by hand (optimizer steps, every
-sample once per epoch), pass@k by hand, exact resume of the trainer and of an ``rlvr train`` run."""
+"""DARS-B (meta/rlvr/allocators/dars_breadth.py, meta/rlvr/trainers/dars_breadth.py): the spec, the full-batch epochs
+counted by hand (optimizer steps, every sample once per epoch), pass@k by hand, exact resume of the trainer and of an
+``rlvr train`` run."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from tiny_grpo import TINY_LM, resumed_alongside
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr.allocators import make_allocator
-from meta.rlvr.charlm import build_model
-from meta.rlvr.dars_breadth import DARSBreadth, DARSBreadthTrainer, breadth_config, pass_at_k, sampled_pass_rates
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_groups import Group
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.allocators.dars_breadth import DARSBreadth, breadth_config
+from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.dars_breadth import DARSBreadthTrainer, pass_at_k, sampled_pass_rates
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_groups import Group
 
 
 class _Recording(DARSBreadthTrainer):
@@ -121,8 +123,8 @@ def test_dars_b_trainer_resumes_exactly() -> None:
 def test_rlvr_train_run_with_dars_b_spec_resumes_exactly(tmp_path: Path) -> None:
     """``allocator: dars_b:...`` through :class:`GRPORun`: the resolved breadth is in config.yaml, and a run stopped
     after 2 of 4 steps and resumed from its checkpoint ends with the straight run's weights and costs."""
-    from meta.rlvr.run import GRPORun, GRPORunConfig
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
     sft = tmp_path / "sft.pt"
     sft_cfg = SFTConfig(

@@ -1,6 +1,6 @@
-"""DART (meta/rlvr/dart.py, meta/rlvr/dart_workers.py): specs, per-task counts, the staleness bound and truncated
-importance weights by hand, exact resume, an ``rlvr train --dart`` run, and the same learner code over the in-process
-pool, local processes and Ray actors (bit-identical with one worker)."""
+"""DART (meta/rlvr/trainers/dart.py): specs, per-task counts, the staleness bound and truncated importance weights by
+hand, exact resume, an ``rlvr train --dart`` run, and the same learner code over the in-process pool, local processes
+and Ray actors (bit-identical with one worker)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import torch
 from tiny_grpo import TINY_LM, parity_reward
 
 from envs.reasoning import make_prompt_set
-from meta.rlvr.charlm import build_model
-from meta.rlvr.dart import (
+from meta.rlvr.allocators.stats import StatsTable
+from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.dart import (
     DARTConfig,
     DARTCounts,
     DARTTrainer,
@@ -24,12 +26,10 @@ from meta.rlvr.dart import (
     staleness_filter,
     truncated_importance_weights,
 )
-from meta.rlvr.dart_workers import RolloutJob
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_loss import group_advantages
-from meta.rlvr.sampling import sequence_logprobs
-from meta.rlvr.stats import StatsTable
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.trainers.dart_workers import RolloutJob
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_loss import group_advantages
+from meta.rlvr.trainers.sampling import sequence_logprobs
 
 
 def _trainer(backend: str = "inline", workers: int = 1, **dart: Any) -> DARTTrainer:
@@ -175,7 +175,7 @@ def test_rlvr_train_with_dart_spec(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from meta.rlvr.cli import app
-    from meta.rlvr.sft import SFTConfig, train_sft
+    from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
     sft = tmp_path / "sft.pt"
     cfg = SFTConfig(steps=3, batch_size=8, difficulties=[1], difficulty_weights=[1.0], eval_per_difficulty=2)
@@ -235,7 +235,7 @@ def test_ray_actors_run_the_same_code_bit_identically() -> None:
 
 
 def test_worker_runs_a_job_by_hand() -> None:
-    from meta.rlvr.dart_workers import WorkerSpec
+    from meta.rlvr.trainers.dart_workers import WorkerSpec
 
     trainer = _trainer()
     worker = WorkerSpec(trainer.model, trainer.vocab, parity_reward, 4, 1.0).build()

@@ -8,13 +8,13 @@ import pytest
 import torch
 from tiny_grpo import resumed_alongside, tiny_grpo_trainer
 
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.eepo import EEPO, perturbed
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_groups import Group
-from meta.rlvr.hapo import HAPO
-from meta.rlvr.sampling import sample, sequence_logprobs
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token.eepo import EEPO, perturbed
+from meta.rlvr.token.hapo import HAPO
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_groups import Group
+from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 
@@ -121,7 +121,7 @@ def test_trainer_refuses_eepo_with_hapo() -> None:
 
 
 def test_spec() -> None:
-    from meta.rlvr.token_controllers import make_token_controller
+    from meta.rlvr.token import make_token_controller
 
     ctl = make_token_controller("eepo:0.01,1.5")
     assert isinstance(ctl, EEPO) and (ctl.lr, ctl.entropy_threshold) == (0.01, 1.5)

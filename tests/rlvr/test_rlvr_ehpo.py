@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from tiny_grpo import EchoTool, resumed_alongside, tiny_grpo_trainer
 
-from meta.rlvr.ehpo import EHPO, difficulty_length_penalty, response_mode, unit_starts
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.token_controllers import make_token_controller
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token import make_token_controller
+from meta.rlvr.token.ehpo import EHPO, difficulty_length_penalty, response_mode, unit_starts
+from meta.rlvr.trainers.grpo import GRPOTrainer
 
 
 def _trainer(ehpo: EHPO, group_size: int = 6) -> GRPOTrainer:
@@ -81,7 +81,7 @@ def test_spec_and_refusals() -> None:
         make_token_controller("ehpo:1,0.1,1.5")
     with pytest.raises(ValueError, match="threshold >= 0"):
         EHPO(threshold=-1)
-    from meta.rlvr.length_penalty import AdaptiveLengthPenalty
+    from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 
     with pytest.raises(ValueError, match="length penalty"):
         tiny_grpo_trainer(4, branching=EHPO(), length_penalty=AdaptiveLengthPenalty())

@@ -14,13 +14,13 @@ from tiny_grpo import TINY_LM, resumed_alongside
 
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import Uniform, make_allocator
-from meta.rlvr.charlm import build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance
-from meta.rlvr.guide import Guide, behaviour_logprobs, hint_length, importance_ratios
-from meta.rlvr.sampling import sequence_logprobs
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.guidance.guide import Guide, behaviour_logprobs, hint_length, importance_ratios
+from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.sampling import sequence_logprobs
 
 
 def test_hint_length_hand_cases() -> None:

@@ -12,9 +12,10 @@ import torch
 from tiny_grpo import tiny_grpo_trainer
 
 from meta.rlvr import BalancedClip, make_allocator
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.hapo import (
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token import make_token_controller
+from meta.rlvr.token.hapo import (
     HAPO,
     entropy_statistics,
     normalized_log_entropy,
@@ -22,9 +23,8 @@ from meta.rlvr.hapo import (
     token_group_advantages,
     token_temperatures,
 )
-from meta.rlvr.sampling import sample, sequence_logprobs
-from meta.rlvr.token_controllers import make_token_controller
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 #: Log-entropies 0, 1, 2: median 1, std sqrt(2/3), so z = -1.2247, 0, +1.2247 and both sides scale to ±1.

@@ -26,13 +26,13 @@ from envs.reasoning.scratchpad import (
     verify_scratch,
 )
 from meta.rlvr import Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model, save_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance
-from meta.rlvr.hbpo import HBPO, budget_reward, cosine_length_reward, hierarchical_advantages
-from meta.rlvr.sft import fit_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.guidance.hbpo import HBPO, budget_reward, cosine_length_reward, hierarchical_advantages
+from meta.rlvr.lm.charlm import CharLMConfig, build_model, save_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.sft import fit_sft
 
 TINY = CharLMConfig(alphabet=SCRATCH_ALPHABET, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 

@@ -9,11 +9,11 @@ import pytest
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr import Uniform
-from meta.rlvr.charlm import load_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.sft import SFTConfig, train_sft
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import load_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ from script_modules import load_script
 
 pytest.importorskip("trl")
 
+from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr.learned import LearnedGroupSize
 from meta.rlvr.meta_mdp import RLVRMetaConfig
-from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rlvr_meta_policy_in_trl.py"
 # The example's defaults come from the policy's settings: a small budget keeps its TRL run to a few steps.

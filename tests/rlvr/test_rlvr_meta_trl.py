@@ -18,16 +18,16 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from envs.reasoning import Task, make_prompt_set
-from meta.controllers import Feedback
+from meta.control import Feedback
+from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr import AR3PO, DynamicSampling, Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model
 from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize, RandomGroupSize, TokenBudgetCallback
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.tokenizer import CharTokenizer
+from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.meta_mdp import GroupSizeFeedback, RLVRMetaConfig
-from meta.rlvr.sft import solve_rate
-from meta.rlvr.tokenizer import CharTokenizer
+from meta.rlvr.trainers.sft import solve_rate
 from meta.rlvr.trl import AllocatingGRPOTrainer
-from meta.rlvr.vocab import CharVocab
-from meta.rollout_length.train import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 
 PROMPTS = 4  # prompts per TRL step
 MAX_TOKENS = 4  # TRL's max_completion_length and the meta-MDP's max_new_tokens

@@ -17,10 +17,10 @@ import yaml
 from kill_resume import assert_same, only_run_dir
 from typer.testing import CliRunner
 
-from meta.rlvr.charlm import CharLMConfig
 from meta.rlvr.cli import app
-from meta.rlvr.run import CHECKPOINT_KIND, CHECKPOINT_NAME
-from meta.rlvr.sft import SFTConfig, train_sft
+from meta.rlvr.lm.charlm import CharLMConfig
+from meta.rlvr.trainers.run import CHECKPOINT_KIND, CHECKPOINT_NAME
+from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,12 +14,12 @@ from tiny_grpo import TINY_LM, resumed_alongside
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr import Uniform
-from meta.rlvr.charlm import build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
 from meta.rlvr.guidance import make_guidance, split_evenly
-from meta.rlvr.seele import SEELE, choose_hint_length, curve, fit_curve
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.guidance.seele import SEELE, choose_hint_length, curve, fit_curve
+from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
 
 
 def test_fitted_curve_hand_case() -> None:

@@ -14,8 +14,8 @@ from script_modules import REPO, load_script
 from tiny_grpo import tiny_calc_sft
 
 from meta.rlvr.benchmark import TOKEN_ARMS, token_level_summary, token_level_table
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_groups import response_measures
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_groups import response_measures
 
 MEASURES = ("tool_calls", "answer_length", "slow_share")
 
@@ -30,7 +30,7 @@ def test_response_measures_by_hand() -> None:
 
 
 def test_calc_run_logs_the_measures(tmp_path: Path) -> None:
-    from meta.rlvr.run import GRPORun, GRPORunConfig
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
 
     tiny_calc_sft(tmp_path / "sft.pt", difficulties=[1], eval_per_difficulty=2)
     cfg = GRPORunConfig(

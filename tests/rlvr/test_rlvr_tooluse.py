@@ -26,13 +26,13 @@ from envs.reasoning.tooluse import (
     verify_calc,
 )
 from meta.rlvr import Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_groups import Group, Response
-from meta.rlvr.sampling import sample
-from meta.rlvr.tools import CalculatorTool
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_groups import Group, Response
+from meta.rlvr.trainers.sampling import sample
+from meta.rlvr.trainers.tools import CalculatorTool
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET)
 
@@ -246,8 +246,8 @@ def test_trainer_step_with_the_calculator_runs() -> None:
 def test_calc_sft_then_grpo_run_with_the_calculator(tmp_path: Path) -> None:
     from tiny_grpo import tiny_calc_sft
 
-    from meta.rlvr.charlm import load_model
-    from meta.rlvr.run import GRPORun, GRPORunConfig
+    from meta.rlvr.lm.charlm import load_model
+    from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
 
     metrics = tiny_calc_sft(tmp_path / "sft.pt")
     assert set(metrics["sampled"]) == {"calc/1", "calc/2", "overall"}
@@ -269,7 +269,7 @@ def test_calc_sft_then_grpo_run_with_the_calculator(tmp_path: Path) -> None:
 
 
 def test_calc_family_refusals() -> None:
-    from meta.rlvr.sft import SFTConfig
+    from meta.rlvr.trainers.sft import SFTConfig
 
     with pytest.raises(ValueError, match="TOOL_ALPHABET"):
         SFTConfig(families=["calc"])

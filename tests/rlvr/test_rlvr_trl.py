@@ -18,8 +18,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import AR3PO, AdaptiveLengthPenalty, Allocator, DynamicSampling, EntropyTemperature, StatsTable
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.tokenizer import CharTokenizer
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trl import STATE_FILE, AllocatingGRPOTrainer, TemperatureCallback, _Group, set_temperature
 
 G = 4

@@ -10,12 +10,12 @@ import torch
 
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import AR3PO, BalancedClip, Uniform
-from meta.rlvr.charlm import CharLMConfig, build_model
-from meta.rlvr.grpo import GRPOTrainer
-from meta.rlvr.grpo_config import GRPOConfig
-from meta.rlvr.grpo_groups import Group, Response
-from meta.rlvr.grpo_loss import loss_normaliser
-from meta.rlvr.vocab import CharVocab
+from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.trainers.grpo import GRPOTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
+from meta.rlvr.trainers.grpo_groups import Group, Response
+from meta.rlvr.trainers.grpo_loss import loss_normaliser
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 
