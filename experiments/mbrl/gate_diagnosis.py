@@ -3,9 +3,9 @@
 The gate (``gate.py``, :func:`experiments.mbrl.gate_protocol.run_gate`) asks a learned model to beat K = 0 given the
 same extra gradient updates on real data. Before improving the learned model further, this script measures the
 ceiling: the environment's own dynamics used as the "model" (``+true`` arms,
-:class:`mbrl.models.true_dynamics.TrueAcrobotModel`) against compute-matched K = 0, under the learner settings that decide what extra updates buy. Every variant is a
-full gate protocol (Acrobot-v1, 20k env steps, phases of 2k, paired runs, final greedy return over 10 episodes),
-differing in one setting:
+:class:`mbrl.models.true_dynamics.TrueAcrobotModel`) against compute-matched K = 0, under the learner settings that
+decide what extra updates buy. Every variant is a full gate protocol (Acrobot-v1, 20k env steps, phases of 2k,
+paired runs, final greedy return over 10 episodes), differing in one setting:
 
 * ``utd2_updates``: the gate's own settings (one extra update per ordinary one, i.e. 2 updates per env step for the
   model and compute-matched arms; target network synced on each run's gradient-step clock);
