@@ -14,10 +14,9 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
    checked against the Monte-Carlo returns of its replay buffer (``value_check``).
 3. The test: ``test_units`` held-out units (seeds from another stream; one fixed difficulty mix, 0.15 / 0.25 / 0.6
    over 1 / 2 / 3 digits, against the training runs' random mixes whose average is 1/3 each; the learning rate fixed
-   at the allocator benchmark's 3e-4), every arm on every unit, paired
-   (:mod:`meta.rlvr.meta_eval`): fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's
-   settings), a random meta-policy and META. Each finished run is filed into ``results/rlvr_meta/runs_<test_name>/``
-   at once.
+   at the allocator benchmark's 3e-4), every arm on every unit, paired (:mod:`experiments.meta.rlvr_meta_arms`):
+   fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's settings), a random meta-policy
+   and META. Each finished run is filed into ``results/rlvr_meta/runs_<test_name>/`` at once.
 4. ``results/rlvr_meta.json``: per arm the final held-out accuracy (mean, IQM, rliable intervals) and tokens to a
    target, META against the best other arm (``compact.prob_improvement_vs_best``: rliable's probability of
    improvement of META's final accuracy over that arm's, with its interval; the paired mean difference and the
@@ -36,6 +35,7 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
 from __future__ import annotations
 
 import json
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 import tyro
 
-from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.meta.rlvr_meta_arms import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.train import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer

@@ -12,7 +12,7 @@ sampling) and completion-token budget (``token_budget``, default 32k, the policy
 
 * ``meta``: a uniform allocator whose G the meta-policy sets at each phase mark (``LearnedGroupSize``, greedy);
 * ``uniform_g8``, ``dapo``, ``ar3po``, ``dars``, ``e3``, ``knapsack``: the allocator benchmark's heuristics at their
-  settings there (:data:`meta.rlvr.benchmark.ARMS`), stopped at the same budget
+  settings there (:data:`experiments.rlvr.allocator_benchmark.ARMS`), stopped at the same budget
   (:class:`meta.rlvr.learned.TokenBudgetCallback`, the callback's budget logic without the decisions).
 
 Held-out greedy accuracy is measured for every arm at the same points: before the first step, after the step that
@@ -58,8 +58,9 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
 from meta.rlvr.allocators import Allocator, Uniform
-from meta.rlvr.benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
 from meta.rlvr.charlm import load_model
 from meta.rlvr.grpo import GRPOConfig as CompactGRPOConfig
 from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize, TokenBudgetCallback
@@ -98,7 +99,7 @@ class Args:
     seeds: int = 10
     """paired seeds 0..seeds-1 (TRL's seed: prompt order and sampling)"""
     arms: list[str] = field(default_factory=lambda: [META_ARM, *TRL_ARMS])
-    """meta and heuristic allocators (names from meta.rlvr.benchmark.ARMS)"""
+    """meta and heuristic allocators (names from allocator_benchmark.ARMS)"""
     token_budget: int = 32_000
     """completion tokens per run, every arm"""
     phases: int | None = None

@@ -9,12 +9,13 @@ the same prompt pool, prompts per step, optimizer, number of steps and held-out 
 (arm, seed) run is written to ``results/per_run/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
 stopped. At the end the script writes ``results/summary.json`` (the issue's keys), ``results/accuracy_vs_tokens.png``
 and prints the table quoted in ``docs/rlvr.md``. The benchmark's logic (arms, runs, summary, table) is
-:mod:`meta.rlvr.benchmark`'s.
+:mod:`experiments.rlvr.allocator_benchmark`'s.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import tyro
 
-from meta.rlvr.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import (
     ARMS,
     BASELINE,
     BENCHMARK_LR,
@@ -49,7 +51,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
     arms: list[str] = field(default_factory=lambda: list(ARMS))
-    """Arms to run (names from meta.rlvr.benchmark.ARMS)."""
+    """Arms to run (names from allocator_benchmark.ARMS)."""
     checkpoint: str = DEFAULT_CHECKPOINT
     """SFT checkpoint every arm starts from; trained with `sft_steps` if missing."""
     sft_steps: int = SFTConfig.steps

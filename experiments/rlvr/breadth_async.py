@@ -7,9 +7,9 @@ Run from the repository root (one thread, low priority, resumable):
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python experiments/rlvr/breadth_async.py
 
 Every arm starts from the same SFT checkpoint (reversed-digit add/mul, trained first from ``sft.yaml`` on difficulties
-1-3 if missing), draws from the same prompt pool (:func:`meta.rlvr.benchmark.prompt_sets`, difficulties 1-3) and
-trains until the same number of generated completion tokens (the DART arms' dropped stale groups and last jobs in
-flight included). Each finished (method, arm, seed) run is written at once to
+1-3 if missing), draws from the same prompt pool (:func:`~experiments.rlvr.allocator_benchmark.prompt_sets`,
+difficulties 1-3) and trains until the same number of generated completion tokens (the DART arms' dropped stale
+groups and last jobs in flight included). Each finished (method, arm, seed) run is written at once to
 ``results/hints_budgets_partial/<method>__<arm>__<seed>.json``, so a killed benchmark resumes where it stopped.
 
 * DARS-B: ``uniform_g8`` (16 prompts x 8), ``dars`` (DARS 4/16, 16 prompts) and ``dars_b`` (DARS 4/16 over 64 prompts,
@@ -22,14 +22,15 @@ flight included). Each finished (method, arm, seed) run is written at once to
 
 At the end the script writes ``results/breadth_async.json`` (every arm and paired comparison) and the two section
 files ``results/hints_budgets_parts/{dars_b,dart}.json`` (``{headline_metric, value, baseline, ci, headline_met}``,
-paired seed-bootstrap intervals of :func:`meta.rlvr.benchmark.paired_delta`), which ``hints_budgets.py`` merges into
-``hints_budgets.json``; then it prints the table.
+paired seed-bootstrap intervals of :func:`~experiments.rlvr.allocator_benchmark.paired_delta`), which
+``hints_budgets.py`` merges into ``hints_budgets.json``; then it prints the table.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,8 +40,9 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import paired_delta, prompt_sets
 from meta.rlvr.allocators import Uniform
-from meta.rlvr.benchmark import paired_delta, prompt_sets
 from meta.rlvr.charlm import load_model
 from meta.rlvr.dars import DARS
 from meta.rlvr.dars_breadth import DARSBreadth, DARSBreadthTrainer, sampled_pass_rates

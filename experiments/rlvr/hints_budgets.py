@@ -32,6 +32,7 @@ per-seed ``results/hints_budgets_partial/<name>__*.json`` files, listed as they 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,9 +42,10 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.reasoning import Task
 from envs.reasoning.scratchpad import SCRATCH_ALPHABET, SCRATCH_FAMILY, make_scratch_sft_set
-from meta.rlvr.benchmark import FINAL_WINDOW, cost_ratio, paired_delta
+from experiments.rlvr.allocator_benchmark import FINAL_WINDOW, cost_ratio, paired_delta
 from meta.rlvr.charlm import CharLMConfig, build_model, load_model, save_model
 from meta.rlvr.grpo import GRPOConfig
 from meta.rlvr.run import GRPORun, GRPORunConfig

@@ -17,7 +17,7 @@ first run, on the unrestricted ``calc_*.yaml`` task, is in ``results/token_level
 writes ``results/token_level.json`` (``methods.<name>.{tokens_ratio, accuracy_delta, tool_calls_ratio, length_ratio,
 headline_met}`` with paired seed-bootstrap intervals, and ARPO's training tool-call budget
 ``training_tool_calls_ratio`` beside them) and ``results/token_level.md``, and prints the table. The logic (arms,
-runs, summary, headlines, table) is :mod:`meta.rlvr.benchmark`'s.
+runs, summary, headlines, table) is :mod:`experiments.rlvr.token_level_protocol`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import tyro
 
-from meta.rlvr.benchmark import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.token_level_protocol import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
 from meta.rlvr.run import load_run_config
 from meta.rlvr.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -46,7 +47,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
     arms: list[str] = field(default_factory=lambda: list(TOKEN_ARMS))
-    """Arms to run (names from meta.rlvr.benchmark.TOKEN_ARMS; uniform_g8 is the baseline and must be among them)."""
+    """Arms to run (names from token_level_protocol.TOKEN_ARMS; uniform_g8 is the baseline and must be among them)."""
     preset: str = str(PRESETS / "calc_grpo.yaml")
     """GRPORunConfig preset every arm starts from (allocator, controller and seed are set per arm)."""
     checkpoint: str = "runs/rlvr/calc_sft.pt"

@@ -17,13 +17,15 @@ and steps; seeds 0–4 (TRL's seed: prompt order and sampling). Held-out greedy 
 against the adapter's ledger of generated tokens. Each finished run is written to
 ``results/trl/per_run/<family>__<arm>__<seed>.json`` at once; the summary goes to ``results/trl_summary.json`` with
 the key ``families.<name>.best_adaptive.ratio_tokens_vs_uniform_g8``. The summary and its table are
-:mod:`meta.rlvr.benchmark`'s (:func:`~meta.rlvr.benchmark.summarize_trl`, :func:`~meta.rlvr.benchmark.trl_table`).
+:mod:`experiments.rlvr.trl_summary`'s (:func:`~experiments.rlvr.trl_summary.summarize_trl`,
+:func:`~experiments.rlvr.trl_summary.trl_table`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -35,8 +37,9 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.reasoning import Task, verify
-from meta.rlvr.benchmark import (
+from experiments.rlvr.allocator_benchmark import (
     ARMS,
     BENCHMARK_LR,
     DEFAULT_CHECKPOINT,
@@ -46,9 +49,8 @@ from meta.rlvr.benchmark import (
     TRL_ARMS,
     prompt_sets,
     run_record,
-    summarize_trl,
-    trl_table,
 )
+from experiments.rlvr.trl_summary import summarize_trl, trl_table
 from meta.rlvr.charlm import build_model, load_model, save_model
 from meta.rlvr.grpo import GRPOConfig as CompactGRPOConfig
 from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
@@ -66,7 +68,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (TRL's seed: prompt order and sampling)"""
     arms: list[str] = field(default_factory=lambda: list(TRL_ARMS))
-    """arms (names from meta.rlvr.benchmark.ARMS)"""
+    """arms (names from allocator_benchmark.ARMS)"""
     steps: int = 90
     """GRPO steps per run"""
     eval_every: int = EVAL_EVERY
