@@ -1,6 +1,6 @@
-"""The meta-controller benchmark (``meta/rollout_length/benchmark.py``, which ``experiments/meta/rollout_length.py``
-drives): test runs split into units that cover every run once, the paired summary's statistics, and the committed
-round-one results as the README quotes them."""
+"""The meta-controller benchmark (``experiments/meta/rollout_length_protocol.py``, which
+``experiments/meta/rollout_length.py`` drives): test runs split into units that cover every run once, the paired
+summary's statistics, and the committed round-one results as the README quotes them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 from script_modules import load_script
 
-from meta.rollout_length.benchmark import (
+from experiments.meta.rollout_length_protocol import (
     EvalUnit,
     machines_by_run,
     mixed_machine_runs,
