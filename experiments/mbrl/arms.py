@@ -27,8 +27,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from experiments.sweep import Unit, grid, run_sweep
 from meta.controllers import make_controller, split_specs
-from rolloutlab.checkpoint import atomic_write_json
 
 if TYPE_CHECKING:
     from mbrl.algorithms.mbpo import MBPOConfig
@@ -533,24 +533,28 @@ def collect_runs(
             files included); delete it or write to another folder (the script's ``--tag``).
     """
     partial_dir.mkdir(parents=True, exist_ok=True)
-    runs: list[dict[str, Any]] = []
-    for seed in seeds:
-        for arm in arms:
-            path = run_file(partial_dir, arm, seed)
-            if path.exists():
-                record = json.loads(path.read_text())
-                expected = {"arm": arm, "seed": seed, "protocol": PROTOCOL, "settings": arm_settings(settings, arm)}
-                stale = sorted(k for k, v in expected.items() if record.get(k) != v)
-                if stale:
-                    raise ValueError(
-                        f"{path} differs from this run in {stale}; it belongs to another benchmark: delete it or "
-                        "write to another folder (--tag)"
-                    )
-                runs.append(record)
-                continue
-            record = run(arm, settings, seed)
-            atomic_write_json(path, record)
-            runs.append(record)
-            if on_run is not None:
-                on_run(record, runs)
-    return runs
+
+    def reuse(unit: Unit, record: dict[str, Any]) -> bool:
+        expected = {
+            "arm": unit.arm,
+            "seed": unit.seed,
+            "protocol": PROTOCOL,
+            "settings": arm_settings(settings, unit.arm),
+        }
+        stale = sorted(k for k, v in expected.items() if record.get(k) != v)
+        if stale:
+            raise ValueError(
+                f"{unit.path} differs from this run in {stale}; it belongs to another benchmark: delete it or "
+                "write to another folder (--tag)"
+            )
+        return True
+
+    def report(unit: Unit, record: dict[str, Any], records: dict[Unit, dict[str, Any]]) -> None:
+        if on_run is not None:
+            on_run(record, list(records.values()))
+
+    units = grid(arms, seeds, lambda arm, seed: run_file(partial_dir, arm, seed))
+    records = run_sweep(
+        units, lambda unit: run(unit.arm, settings, unit.seed), reuse=reuse, on_record=report, show_progress=False
+    )
+    return list(records.values())

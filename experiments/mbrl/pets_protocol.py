@@ -26,7 +26,7 @@ import numpy as np
 
 from experiments.mbrl.arms import PROTOCOL as MBPO_PROTOCOL
 from experiments.mbrl.sample_efficiency_stats import median_censored, median_steps, steps_to_threshold
-from rolloutlab.checkpoint import atomic_write_json
+from experiments.sweep import Unit, grid, run_sweep
 
 PETS_ARMS = {"pets_cem": "cem", "pets_mppi": "mppi"}
 #: The issue's targets: median env steps to threshold for PETS (CEM), and planning time per env step.
@@ -133,21 +133,21 @@ def collect_pets_runs(
     """
     partial_dir.mkdir(parents=True, exist_ok=True)
     expected = json.loads(json.dumps(dataclasses.asdict(settings)))
-    records = []
-    for seed in seeds:
-        for arm in arms:
-            path = partial_dir / f"{arm}__{seed}.json"
-            if path.exists():
-                record = json.loads(path.read_text())
-                if record.get("settings") != expected:
-                    raise ValueError(f"{path} was made under other settings; delete it or use another --tag")
-            else:
-                record = run(arm, settings, seed)
-                atomic_write_json(path, record)
-                if on_run is not None:
-                    on_run(record)
-            records.append(record)
-    return records
+
+    def reuse(unit: Unit, record: dict[str, Any]) -> bool:
+        if record.get("settings") != expected:
+            raise ValueError(f"{unit.path} was made under other settings; delete it or use another --tag")
+        return True
+
+    def report(unit: Unit, record: dict[str, Any], records: dict[Unit, dict[str, Any]]) -> None:
+        if on_run is not None:
+            on_run(record)
+
+    units = grid(arms, seeds, lambda arm, seed: partial_dir / f"{arm}__{seed}.json")
+    records = run_sweep(
+        units, lambda unit: run(unit.arm, settings, unit.seed), reuse=reuse, on_record=report, show_progress=False
+    )
+    return list(records.values())
 
 
 def mbpo_reference(results: Path, env_id: str) -> tuple[list[dict[str, Any]], int | None]:

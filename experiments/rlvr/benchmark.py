@@ -14,11 +14,10 @@ and prints the table quoted in ``docs/rlvr.md``. The benchmark's logic (arms, ru
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tyro
@@ -40,6 +39,7 @@ from experiments.rlvr.allocator_benchmark import (
     run_arm,
     summarize,
 )
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.grpo import GRPOConfig
 from meta.rlvr.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -102,22 +102,16 @@ def main(args: Args) -> None:
             minibatches=args.minibatches,
         ),
     )
-    start = time.perf_counter()
-    runs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for seed in args.seeds:
-        for arm in args.arms:
-            path = out / "per_run" / f"{arm}__{seed}.json"
-            if path.is_file():
-                runs.append(json.loads(path.read_text()))
-                continue
-            run = run_arm(arm, seed, args.checkpoint, pool, held_out, settings, log=print)
-            run["args"] = asdict(args)
-            atomic_write_json(path, run)
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: final acc {run['curve'][-1]['accuracy']:.3f}"
-            )
+
+    def run(unit: Unit) -> dict[str, Any]:
+        record = run_arm(unit.arm, unit.seed, args.checkpoint, pool, held_out, settings, log=print)
+        record["args"] = asdict(args)
+        return record
+
+    units = grid(args.arms, args.seeds, lambda arm, seed: out / "per_run" / f"{arm}__{seed}.json")
+    runs = list(
+        run_sweep(units, run, describe=lambda u, r: f"{u.label}: final acc {r['curve'][-1]['accuracy']:.3f}").values()
+    )
     arms = [a for a in args.arms if a in ARMS]
     summary = summarize(runs, f"reversed-digit add/mul, digits {args.difficulties}", args.seeds, arms)
     summary["args"] = asdict(args)

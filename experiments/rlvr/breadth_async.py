@@ -28,10 +28,10 @@ paired seed-bootstrap intervals of :func:`~experiments.rlvr.allocator_benchmark.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.rlvr.allocator_benchmark import paired_delta, prompt_sets
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.allocators import Uniform
 from meta.rlvr.charlm import load_model
 from meta.rlvr.dars import DARS
@@ -313,7 +314,6 @@ def main(args: Args) -> dict[str, Any]:
         overrides = {"steps": args.sft_steps, "difficulties": [1, 2, 3], "difficulty_weights": [1.0, 1.0, 1.0]}
         train_sft(load_yaml(SFTConfig, args.sft_preset, overrides), out_path=Path(args.checkpoint))
     pool, held_out = prompt_sets(args.pool_size, args.held_out_size)
-    start = time.perf_counter()
     summary: dict[str, Any] = {
         "command": COMMAND,
         "args": asdict(args),
@@ -322,20 +322,18 @@ def main(args: Args) -> dict[str, Any]:
     }
     plan = {"dars_b": (DARS_B_ARMS, run_dars_b_arm), "dart": (DART_ARMS, run_dart_arm)}
     for method in args.methods:
-        arms, run = plan[method]
-        runs: dict[tuple[str, int], dict[str, Any]] = {}
-        # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-        for seed in args.seeds:
-            for arm in arms:
-                path = partial / f"{method}__{arm}__{seed}.json"
-                if path.is_file():
-                    runs[(arm, seed)] = json.loads(path.read_text())
-                    continue
-                record = run(arm, seed, args, pool, held_out)
-                record["args"] = asdict(args)
-                atomic_write_json(path, record)
-                runs[(arm, seed)] = record
-                print(f"[{time.perf_counter() - start:.0f}s] {method} {arm} seed {seed}: {record['steps']} steps")
+        arms, run_method_arm = plan[method]
+
+        def run(unit: Unit, run_method_arm: Callable[..., dict[str, Any]] = run_method_arm) -> dict[str, Any]:
+            record = run_method_arm(unit.arm, unit.seed, args, pool, held_out)
+            record["args"] = asdict(args)
+            return record
+
+        units = grid(
+            arms, args.seeds, lambda arm, seed, method=method: partial / f"{method}__{arm}__{seed}.json", group=method
+        )
+        records = run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps")
+        runs = {(unit.arm, unit.seed): record for unit, record in records.items()}
         if method == "dars_b":
             summary["dars_b"] = summarize_dars_b(runs, list(args.seeds), args.pass_n)
         else:

@@ -22,17 +22,17 @@ runs, summary, headlines, table) is :mod:`experiments.rlvr.token_level_protocol`
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.rlvr.token_level_protocol import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.run import load_run_config
 from meta.rlvr.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -97,22 +97,16 @@ def main(args: Args) -> dict:
             "grpo": {"prompts_per_step": args.prompts_per_step},
         },
     )
-    start = time.perf_counter()
-    runs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for seed in args.seeds:
-        for arm in args.arms:
-            path = partial / f"{arm}__{seed}.json"
-            if path.is_file():
-                runs.append(json.loads(path.read_text()))
-                continue
-            run = run_token_arm(arm, seed, base, args.tokens_budget, args.max_steps, log=print)
-            run["args"] = asdict(args)
-            atomic_write_json(path, run)
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: {run['steps']} steps, {run['seconds']:.0f}s"
-            )
+
+    def run(unit: Unit) -> dict[str, Any]:
+        record = run_token_arm(unit.arm, unit.seed, base, args.tokens_budget, args.max_steps, log=print)
+        record["args"] = asdict(args)
+        return record
+
+    units = grid(args.arms, args.seeds, lambda arm, seed: partial / f"{arm}__{seed}.json")
+    runs = list(
+        run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps, {r['seconds']:.0f}s").values()
+    )
     summary = token_level_summary(runs, args.seeds, args.arms)
     summary["args"] = asdict(args)
     summary["command"] = "OMP_NUM_THREADS=1 python " + shlex.join(sys.argv)

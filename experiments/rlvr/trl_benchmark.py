@@ -28,8 +28,8 @@ import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from experiments.rlvr.allocator_benchmark import (
     run_record,
 )
 from experiments.rlvr.trl_summary import summarize_trl, trl_table
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.charlm import build_model, load_model, save_model
 from meta.rlvr.grpo import GRPOConfig as CompactGRPOConfig
 from meta.rlvr.sft import SFTConfig, fit_sft, solve_rate, train_sft
@@ -258,12 +259,15 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args) -> di
     return {"family": family, **run_record(arm, seed, curve, trainer.ledger.as_dict(), seconds, allocator)}
 
 
-def _run_to_file(job: tuple[str, str, int, str, Args, str]) -> str:
-    family, arm, seed, checkpoint, args, path = job
-    run = run_one(family, arm, seed, checkpoint, args)
+def run_unit(unit: Unit, checkpoints: dict[str, str], args: Args) -> dict[str, Any]:
+    """One (family, arm, seed) run's record, with the script's arguments."""
+    run = run_one(unit.group, unit.arm, unit.seed, checkpoints[unit.group], args)
     run["args"] = asdict(args)
-    atomic_write_json(Path(path), run)
-    return f"{family} {arm} seed {seed}: final acc {run['curve'][-1]['accuracy']:.3f} ({run['seconds']:.0f} s)"
+    return run
+
+
+def describe(unit: Unit, run: dict[str, Any]) -> str:
+    return f"{unit.label}: final acc {run['curve'][-1]['accuracy']:.3f} ({run['seconds']:.0f} s)"
 
 
 def main(args: Args) -> None:
@@ -271,23 +275,17 @@ def main(args: Args) -> None:
     out = Path(args.out)
     (out / "per_run").mkdir(parents=True, exist_ok=True)
     checkpoints = {family: ensure_checkpoint(family, args) for family in args.families}
-    jobs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for family in args.families:
-        for seed in args.seeds:
-            for arm in args.arms:
-                path = out / "per_run" / f"{family}__{arm}__{seed}.json"
-                if not path.is_file():
-                    jobs.append((family, arm, seed, checkpoints[family], args, str(path)))
-    print(f"{len(jobs)} runs to do")
-    start = time.perf_counter()
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
-            for line in pool.map(_run_to_file, jobs):
-                print(f"[{time.perf_counter() - start:.0f}s] {line}", flush=True)
-    else:
-        for job in jobs:
-            print(f"[{time.perf_counter() - start:.0f}s] {_run_to_file(job)}", flush=True)
+    units = [
+        unit
+        for family in args.families
+        for unit in grid(
+            args.arms,
+            args.seeds,
+            lambda arm, seed, family=family: out / "per_run" / f"{family}__{arm}__{seed}.json",
+            group=family,
+        )
+    ]
+    run_sweep(units, partial(run_unit, checkpoints=checkpoints, args=args), workers=args.workers, describe=describe)
     runs = [json.loads(p.read_text()) for p in sorted((out / "per_run").glob("*.json"))]
     summary = {
         **summarize_trl(runs, args.families, args.arms, args.seeds),
