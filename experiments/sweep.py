@@ -65,17 +65,28 @@ class SweepError(RuntimeError):
         super().__init__(f"{len(self.failures)} unit(s) failed: {names}; rerun to retry them. First failure:\n{first}")
 
 
-def grid(arms: Iterable[str], seeds: Iterable[int], path: Callable[[str, int], Path], group: str = "") -> list[Unit]:
+def unit_file(folder: Path, arm: str, seed: int, group: str = "") -> Path:
+    """The benchmarks' usual record file: ``<folder>/[<group>__]<arm>__<seed>.json``."""
+    return folder / ("__".join([group, arm, str(seed)] if group else [arm, str(seed)]) + ".json")
+
+
+def grid(
+    arms: Iterable[str], seeds: Iterable[int], path: Path | Callable[[str, int], Path], group: str = ""
+) -> list[Unit]:
     """Every (arm, seed) unit, seeds outermost.
 
     Args:
         arms: Arm names, in the order the runs of one seed are made.
         seeds: Seeds.
-        path: The file of the record of ``(arm, seed)``.
+        path: A folder (each record in :func:`unit_file`) or the file of the record of ``(arm, seed)``.
         group: The units' :attr:`Unit.group`.
     """
     arms = list(arms)
-    return [Unit(arm, seed, path(arm, seed), group) for seed in seeds for arm in arms]
+
+    def file(arm: str, seed: int) -> Path:
+        return unit_file(path, arm, seed, group) if isinstance(path, Path) else path(arm, seed)
+
+    return [Unit(arm, seed, file(arm, seed), group) for seed in seeds for arm in arms]
 
 
 def read_record(path: Path) -> Record:

@@ -143,7 +143,7 @@ def collect_pets_runs(
         if on_run is not None:
             on_run(record)
 
-    units = grid(arms, seeds, lambda arm, seed: partial_dir / f"{arm}__{seed}.json")
+    units = grid(arms, seeds, partial_dir)
     records = run_sweep(
         units, lambda unit: run(unit.arm, settings, unit.seed), reuse=reuse, on_record=report, show_progress=False
     )

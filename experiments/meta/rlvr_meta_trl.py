@@ -154,10 +154,6 @@ def settings(args: Args, phases: int) -> dict[str, Any]:
     }
 
 
-def run_file(args: Args, arm: str, seed: int) -> Path:
-    return Path(args.out) / f"{arm}__{seed}.json"
-
-
 def run_one(arm: str, seed: int, phases: int, args: Args) -> dict[str, Any]:
     """Train one arm on sort through TRL to the token budget; held-out accuracy at every phase mark."""
     set_torch_threads()
@@ -300,7 +296,7 @@ def main(args: Args) -> dict[str, Any]:
         return True
 
     # Seeds outermost: after each seed every arm has a paired run, so an experiment cut short stays usable.
-    units = grid(args.arms, range(args.seeds), lambda arm, seed: run_file(args, arm, seed))
+    units = grid(args.arms, range(args.seeds), Path(args.out))
     records = run_sweep(
         units,
         partial(run_unit, phases=phases, args=args, run_settings=run_settings),

@@ -108,7 +108,7 @@ def main(args: Args) -> None:
         record["args"] = asdict(args)
         return record
 
-    units = grid(args.arms, args.seeds, lambda arm, seed: out / "per_run" / f"{arm}__{seed}.json")
+    units = grid(args.arms, args.seeds, out / "per_run")
     runs = list(
         run_sweep(units, run, describe=lambda u, r: f"{u.label}: final acc {r['curve'][-1]['accuracy']:.3f}").values()
     )

@@ -329,9 +329,7 @@ def main(args: Args) -> dict[str, Any]:
             record["args"] = asdict(args)
             return record
 
-        units = grid(
-            arms, args.seeds, lambda arm, seed, method=method: partial / f"{method}__{arm}__{seed}.json", group=method
-        )
+        units = grid(arms, args.seeds, partial, group=method)
         records = run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps")
         runs = {(unit.arm, unit.seed): record for unit, record in records.items()}
         if method == "dars_b":

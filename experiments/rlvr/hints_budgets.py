@@ -331,7 +331,7 @@ def main(args: Args) -> dict[str, Any]:
         record["args"] = asdict(args)
         return record
 
-    units = grid(args.arms, args.seeds, lambda arm, seed: partial / f"{arm}__{seed}.json")
+    units = grid(args.arms, args.seeds, partial)
     runs = list(
         run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps, {r['seconds']:.0f}s").values()
     )

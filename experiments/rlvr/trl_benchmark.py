@@ -275,16 +275,7 @@ def main(args: Args) -> None:
     out = Path(args.out)
     (out / "per_run").mkdir(parents=True, exist_ok=True)
     checkpoints = {family: ensure_checkpoint(family, args) for family in args.families}
-    units = [
-        unit
-        for family in args.families
-        for unit in grid(
-            args.arms,
-            args.seeds,
-            lambda arm, seed, family=family: out / "per_run" / f"{family}__{arm}__{seed}.json",
-            group=family,
-        )
-    ]
+    units = [unit for family in args.families for unit in grid(args.arms, args.seeds, out / "per_run", group=family)]
     run_sweep(units, partial(run_unit, checkpoints=checkpoints, args=args), workers=args.workers, describe=describe)
     runs = [json.loads(p.read_text()) for p in sorted((out / "per_run").glob("*.json"))]
     summary = {

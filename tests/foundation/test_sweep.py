@@ -12,7 +12,7 @@ import pytest
 
 import rolloutlab.checkpoint
 from experiments import sweep
-from experiments.sweep import SweepError, Unit, grid, run_sweep
+from experiments.sweep import SweepError, Unit, grid, run_sweep, unit_file
 
 
 def _record(unit: Unit, scale: float = 1.0) -> dict[str, Any]:
@@ -29,6 +29,9 @@ def test_grid_is_seed_major_and_names_the_callers_files(tmp_path: Path) -> None:
     assert [(u.arm, u.seed) for u in units] == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]
     assert units[3].path == tmp_path / "b__1.json" and units[3].label == "b seed 1"
     assert Unit("x", 4, tmp_path, group="calc").label == "calc x seed 4"
+    # A folder instead of a naming function: the benchmarks' usual [group__]arm__seed.json.
+    assert [u.path.name for u in grid(["a"], [3], tmp_path, group="calc")] == ["calc__a__3.json"]
+    assert grid(["a"], [3], tmp_path)[0].path == unit_file(tmp_path, "a", 3) == tmp_path / "a__3.json"
 
 
 def test_rerun_skips_the_units_whose_json_exists(tmp_path: Path) -> None:
