@@ -27,8 +27,6 @@ after) go to ``<output-dir>/result.json``.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,6 +46,7 @@ from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.sft import SFTConfig, solve_rate, train_sft
 from meta.rlvr.trl import AllocatingGRPOTrainer
+from rolloutlab.checkpoint import atomic_write_json
 
 DEFAULT_POLICY = "experiments/meta/results/rlvr_meta/train/meta_policy.pt"
 
@@ -186,10 +185,7 @@ def main(args: Args) -> dict[str, Any]:
         "seconds": seconds,
     }
     out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / "result.json")
+    atomic_write_json(out / "result.json", result)
     accuracy = result["held_out_accuracy"]
     print(
         f"G schedule {result['g_schedule']} over {result['ledger']['completion_tokens']} tokens "

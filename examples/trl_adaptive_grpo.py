@@ -16,8 +16,6 @@ Results (the arguments, the ledger, held-out accuracy before and after) go to ``
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from meta.rlvr.lm.charlm import CharLMConfig, build_model
 from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from meta.rlvr.trl import AllocatingGRPOTrainer, TemperatureCallback
+from rolloutlab.checkpoint import atomic_write_json
 
 
 @dataclass
@@ -146,10 +145,7 @@ def main(args: Args) -> dict[str, Any]:
         "seconds": seconds,
     }
     out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / "result.json")
+    atomic_write_json(out / "result.json", result)
     ledger = result["ledger"]
     print(
         f"{args.allocator}: {ledger['responses']} responses, {ledger['completion_tokens']} tokens generated, "

@@ -249,10 +249,15 @@ def _train_dyna(
 def bench(
     out: Annotated[Path, typer.Option(help="Where the quick benchmark writes its JSON.")] = Path("runs/mbrl-bench"),
 ) -> None:
-    """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds)."""
-    from mbrl.benchmark import quick_bench
+    """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds; needs a clone)."""
+    from rolloutlab.bench import CheckoutMissing, load_quick_bench
     from rolloutlab.threads import set_torch_threads
 
+    try:
+        quick_bench = load_quick_bench("experiments.mbrl.quick")
+    except CheckoutMissing as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(code=2) from exc
     set_torch_threads()
     for line in quick_bench(out):
         ok = "—" if line.passed is None else ("yes" if line.passed else "NO")

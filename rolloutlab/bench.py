@@ -1,14 +1,16 @@
 """The quick benchmark suite behind ``rolloutlab bench``.
 
 Each pillar contributes a ``quick_bench(out_dir) -> list[BenchLine]`` function that runs its headline benchmark at a
-small default size. This module runs whatever functions it is handed, prints one table, and writes
-``summary.json`` and ``summary.md`` into the bench directory. It imports no pillar: :mod:`rolloutlab.cli` resolves the
-pillar functions and passes them in.
+small default size. Those functions are benchmark protocol, so they live in the clone's ``experiments/<pillar>/``
+(not in the installed packages): :func:`load_quick_bench` imports one from the checkout, and fails with
+:data:`NEEDS_CLONE` in an installed wheel. :func:`run_suite` runs whatever functions it is handed, prints one table,
+and writes ``summary.json`` and ``summary.md`` into the bench directory. This module imports no pillar.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 import time
 import traceback
@@ -51,6 +53,40 @@ class BenchLine:
 
 
 QuickBench = Callable[[Path], list[BenchLine]]
+
+
+#: What a command that needs the benchmark protocol says when it runs from an installed wheel.
+NEEDS_CLONE = (
+    "rolloutlab bench needs a clone of the repository: the benchmark protocol lives in its experiments/ folder, "
+    "which the installed package does not include"
+)
+
+
+class CheckoutMissing(RuntimeError):
+    """The ``experiments/`` folder of a clone is not beside the ``rolloutlab`` package (an installed wheel)."""
+
+
+def checkout_root() -> Path | None:
+    """The clone's root (the folder above the ``rolloutlab`` package) if it holds ``experiments/``, else ``None``."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "experiments" / "__init__.py").is_file() else None
+
+
+def load_quick_bench(module: str) -> QuickBench:
+    """The ``quick_bench`` function of a checkout module such as ``experiments.mbrl.quick``.
+
+    Puts the checkout's root on ``sys.path`` (only when a bench command asks, so importing rolloutlab never does).
+
+    Raises:
+        CheckoutMissing: no ``experiments/`` beside the package; the message is :data:`NEEDS_CLONE`.
+    """
+    root = checkout_root()
+    if root is None:
+        raise CheckoutMissing(NEEDS_CLONE)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    quick_bench: QuickBench = importlib.import_module(module).quick_bench
+    return quick_bench
 
 
 @dataclass

@@ -16,17 +16,18 @@ from typing import Annotated
 import typer
 
 from rolloutlab import __version__
-from rolloutlab.bench import PillarEntry, run_suite
+from rolloutlab.bench import CheckoutMissing, PillarEntry, load_quick_bench, run_suite
 
-# (name, module holding the pillar's Typer `app` or None, its benchmark module holding `quick_bench`), in the order
-# the bench runs them. PETS has no sub-command of its own: it trains as `rolloutlab mbrl train --algo pets`.
+# (name, module holding the pillar's Typer `app` or None, the checkout module holding its `quick_bench`), in the order
+# the bench runs them. PETS has no sub-command of its own: it trains as `rolloutlab mbrl train --algo pets`. The quick
+# benches are benchmark protocol, in the clone's experiments/ (not installed): see rolloutlab.bench.load_quick_bench.
 PILLARS: list[tuple[str, str | None, str]] = [
-    ("wordle", "planning.wordle.cli", "planning.wordle.benchmark"),
-    ("mbrl", "mbrl.cli", "mbrl.benchmark"),
-    ("mpc", None, "planning.mpc.benchmark"),
-    ("meta", "meta.rollout_length.cli", "meta.rollout_length.benchmark"),
-    ("rlvr", "meta.rlvr.cli", "meta.rlvr.benchmark"),
-    ("incontext", "meta.incontext.cli", "meta.incontext.benchmark"),
+    ("wordle", "planning.wordle.cli", "experiments.wordle.quick"),
+    ("mbrl", "mbrl.cli", "experiments.mbrl.quick"),
+    ("mpc", None, "experiments.mbrl.pets_quick"),
+    ("meta", "meta.rollout_length.cli", "experiments.meta.quick"),
+    ("rlvr", "meta.rlvr.cli", "experiments.rlvr.quick"),
+    ("incontext", "meta.incontext.cli", "experiments.incontext.quick"),
 ]
 
 # Modules imported before mounting, for what they register into a lower pillar that must not import them itself:
@@ -75,11 +76,15 @@ def bench(
         raise typer.BadParameter(
             f"unknown pillar(s) {sorted(wanted - known)}; known: {sorted(known)}", param_hint="--only"
         )
-    entries = [
-        PillarEntry(name, importlib.import_module(bench_module).quick_bench)
-        for name, _, bench_module in PILLARS
-        if wanted is None or name in wanted
-    ]
+    try:
+        entries = [
+            PillarEntry(name, load_quick_bench(bench_module))
+            for name, _, bench_module in PILLARS
+            if wanted is None or name in wanted
+        ]
+    except CheckoutMissing as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(code=2) from exc
     out_dir = out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = run_suite(entries, out_dir)
     if summary["errors"]:

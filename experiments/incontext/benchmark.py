@@ -10,7 +10,7 @@ benchmark loses at most the run in progress, and that run resumes from its check
 * ``keydoor``: agent and RecurrentPPO per seed.
 
 ``summarize.py`` merges the part files into ``summary.json`` and draws ``summary.png``. The benchmark's logic (the
-agent's settings per part, the runs, what is kept and what is rerun) is :mod:`meta.incontext.benchmark`'s.
+agent's settings per part, the runs, what is kept and what is rerun) is :mod:`experiments.incontext.benchmark_parts`'s.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/benchmark.py --part bandit_5x100 --seeds 3
 """
@@ -18,12 +18,14 @@ agent's settings per part, the runs, what is kept and what is rerun) is :mod:`me
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
 
-from meta.incontext.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.benchmark_parts import (
     SEEDED_PARTS,
     AgentRunSettings,
     load_part,

@@ -1,5 +1,6 @@
-"""Gate for issue 18: does the new training (:func:`meta.incontext.matched.amago_config`) beat issue 7's setting
-(:func:`~meta.incontext.matched.issue7_config`) in one short run, same seed, same env-step budget, side by side?
+"""Gate for issue 18: does the new training (:func:`experiments.incontext.matched_protocol.amago_config`) beat issue 7's
+setting (:func:`~experiments.incontext.matched_protocol.issue7_config`) in one short run, same seed, same env-step
+budget, side by side?
 
 Both agents train on the same task stream (same seed) for the same env steps, then play the same evaluation tasks
 (1,000 for the bandits) greedily and sampling from their policy; the matched references play those tasks too. The new
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,8 @@ import numpy as np
 import tyro
 import yaml
 
-from meta.incontext.matched import SETTINGS, issue7_config, matched_references, run_agent
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.matched_protocol import SETTINGS, issue7_config, matched_references, run_agent
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import paired_difference
 from rolloutlab.threads import set_torch_threads
@@ -36,7 +39,7 @@ RESULTS = Path(__file__).parent / "results"
 @dataclass
 class Args:
     task: str = "bandit_5x100"
-    """Benchmark task (meta.incontext.matched.TASKS)."""
+    """Benchmark task (experiments.incontext.matched_protocol.TASKS)."""
     seed: int = 0
     """Training seed of both runs."""
     env_steps: int = 32_000
@@ -44,7 +47,7 @@ class Args:
     eval_tasks: int = 1000
     """Evaluation tasks (the same for both runs and the references)."""
     setting: str = "amago"
-    """The new setting's base (meta.incontext.matched.SETTINGS: amago, whole_trial) that the overrides change."""
+    """The new setting's base (matched_protocol.SETTINGS: amago, whole_trial) that the overrides change."""
     ema_decay: float | None = None
     """Override of the new setting's EMA decay (0: evaluate the online weights); ``None`` keeps the setting's."""
     tau: float | None = None

@@ -16,12 +16,13 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 ``--runs-root``, a RecurrentPPO run restarts):
 
 1. ``references``: the matched references on the task's evaluation tasks (:mod:`meta.incontext.references`).
-2. ``agent`` per seed: the ``--setting`` of :data:`meta.incontext.matched.SETTINGS` (``amago``:
-   :func:`~meta.incontext.matched.amago_config`; ``whole_trial``: :func:`~meta.incontext.matched.whole_trial_config`,
-   the knobs the gate took back) at the env-step budget of :data:`~meta.incontext.matched.BUDGETS`; greedy and
-   sampled scores (of the EMA weights where the setting keeps them, with the online weights' greedy score beside),
-   its learning curve and the measured history match. A piece on disk that was run with other settings stops the
-   script (delete it, or pass its ``--partial-dir`` elsewhere) rather than being mixed in.
+2. ``agent`` per seed: the ``--setting`` of :data:`experiments.incontext.matched_protocol.SETTINGS` (``amago``:
+   :func:`~experiments.incontext.matched_protocol.amago_config`; ``whole_trial``:
+   :func:`~experiments.incontext.matched_protocol.whole_trial_config`, the knobs the gate took back) at the env-step
+   budget of :data:`~experiments.incontext.matched_protocol.BUDGETS`; greedy and sampled scores (of the EMA weights
+   where the setting keeps them, with the online weights' greedy score beside), its learning curve and the measured
+   history match. A piece on disk that was run with other settings stops the script (delete it, or pass its
+   ``--partial-dir`` elsewhere) rather than being mixed in.
 3. ``ppo_grid``: RecurrentPPO tuned on seed 0 over :data:`meta.incontext.baseline.RECURRENT_PPO_GRID`
    (LSTM 64/128 x 4/10 epochs x gamma 0.99/0.999, 8 settings), each trained for ``--grid-fraction`` of the agent's
    seed-0 training seconds and scored greedily on the first ``--grid-eval-tasks`` evaluation tasks. Tuning on the
@@ -32,12 +33,13 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
 ``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
 ``"status": "incomplete"``), ``results/summary.md`` (its table) and ``results/summary.png`` (each seed's learning curve
-against the target, the references and RecurrentPPO). The logic is :mod:`meta.incontext.matched`'s.
+against the target, the references and RecurrentPPO). The logic is :mod:`experiments.incontext.matched_protocol`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +47,9 @@ from typing import Any
 import numpy as np
 import tyro
 
-from meta.incontext.baseline import recurrent_ppo_grid
-from meta.incontext.benchmark import config_changed
-from meta.incontext.matched import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.benchmark_parts import config_changed
+from experiments.incontext.matched_protocol import (
     BUDGETS,
     SETTINGS,
     TASKS,
@@ -61,6 +63,7 @@ from meta.incontext.matched import (
     summarize,
     summary_table,
 )
+from meta.incontext.baseline import recurrent_ppo_grid
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
 
@@ -72,13 +75,13 @@ class Args:
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
     """Benchmark tasks to run (bandit_5x100, bandit_2x100, tmaze_100, keydoor)."""
     setting: str = "amago"
-    """Agent settings by name (meta.incontext.matched.SETTINGS: amago, whole_trial)."""
+    """Agent settings by name (experiments.incontext.matched_protocol.SETTINGS: amago, whole_trial)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Training seeds of the agent and of RecurrentPPO."""
     budget_scale: float = 1.0
     """Multiplies every env-step budget and time cap of BUDGETS (a smaller machine, or a smoke run)."""
     eval_tasks: int | None = None
-    """Evaluation tasks per task (default: meta.incontext.matched.EVAL_TASKS, 1,000 for the bandits)."""
+    """Evaluation tasks per task (default: experiments.incontext.matched_protocol.EVAL_TASKS, 1,000 for the bandits)."""
     grid_fraction: float = 0.25
     """Training seconds of each RecurrentPPO grid setting, as a fraction of the agent's seed-0 training seconds."""
     grid_eval_tasks: int = 200

@@ -5,20 +5,23 @@
     python experiments/incontext/summarize.py
 
 A part that has not been run yet appears with ``null`` numbers and ``"status": "not run"``; nothing is filled in. The
-summary and its table are :mod:`meta.incontext.benchmark`'s (:func:`~meta.incontext.benchmark.summarize_parts`,
-:func:`~meta.incontext.benchmark.summary_table`).
+summary and its table are :mod:`experiments.incontext.benchmark_parts`'s
+(:func:`~experiments.incontext.benchmark_parts.summarize_parts`,
+:func:`~experiments.incontext.benchmark_parts.summary_table`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tyro
 
-from meta.incontext.benchmark import TMAZE_SUCCESS, summarize_parts, summary_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.benchmark_parts import TMAZE_SUCCESS, summarize_parts, summary_table
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).parent / "results"

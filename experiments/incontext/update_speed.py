@@ -14,6 +14,7 @@ Writes ``results/update_speed.json``.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ import torch
 import torch.nn.functional as F
 import tyro
 
-from meta.incontext.matched import agent_config
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.matched_protocol import agent_config
 from meta.incontext.trainer import InContextTrainer
 from meta.incontext.value_scale import bin_log_probs, expected_value, symexp
 from rolloutlab.checkpoint import atomic_write_json

@@ -21,7 +21,8 @@ errors in IQM. Model error per horizon is recorded (disagreement at each rollout
 
 Runs are split into slices (``--runs-per-slice``) saved to ``results/gate/`` one by one, so a killed run loses only
 the slice in progress and a rerun skips finished slices; ``--workers`` runs slices side by side. The gate's logic
-(settings, arms, slices, summary, table) is :mod:`mbrl.benchmark`'s; this script is its command line and its files.
+(settings, arms, slices, summary, table) is :mod:`experiments.mbrl.gate_protocol`'s; this script is its command line
+and its files.
 
     OMP_NUM_THREADS=1 python experiments/mbrl/gate.py --workers 2     # -> experiments/mbrl/results/gate.json
 """
@@ -29,13 +30,16 @@ the slice in progress and a rerun skips finished slices; ``--workers`` runs slic
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tyro
 
-from mbrl.benchmark import BOOTSTRAP_REPS, GateSettings, gate_report, gate_table, run_gate
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.mbrl.gate_protocol import GateSettings, gate_report, gate_table, run_gate
+from experiments.mbrl.sample_efficiency_stats import BOOTSTRAP_REPS
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -43,7 +47,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 @dataclass
 class Args(GateSettings):
-    """The gate's command line: the protocol (:class:`mbrl.benchmark.GateSettings`) and what does not change a run."""
+    """The gate's command line: the protocol (:class:`~experiments.mbrl.gate_protocol.GateSettings`) and what does not
+    change a run."""
 
     runs: int = 20
     """paired runs per arm"""

@@ -1,11 +1,11 @@
 """Why the gate fails: how much can any model add over compute-matched K = 0? (issue "The model must pay off")
 
-The gate (``gate.py``, :func:`mbrl.benchmark.run_gate`) asks a learned model to beat K = 0 given the same extra
-gradient updates on real data. Before improving the learned model further, this script measures the ceiling: the
-environment's own dynamics used as the "model" (``+true`` arms, :class:`mbrl.models.true_dynamics.TrueAcrobotModel`)
-against compute-matched K = 0, under the learner settings that decide what extra updates buy. Every variant is a
-full gate protocol (Acrobot-v1, 20k env steps, phases of 2k, paired runs, final greedy return over 10 episodes),
-differing in one setting:
+The gate (``gate.py``, :func:`experiments.mbrl.gate_protocol.run_gate`) asks a learned model to beat K = 0 given the
+same extra gradient updates on real data. Before improving the learned model further, this script measures the
+ceiling: the environment's own dynamics used as the "model" (``+true`` arms,
+:class:`mbrl.models.true_dynamics.TrueAcrobotModel`) against compute-matched K = 0, under the learner settings that
+decide what extra updates buy. Every variant is a full gate protocol (Acrobot-v1, 20k env steps, phases of 2k,
+paired runs, final greedy return over 10 episodes), differing in one setting:
 
 * ``utd2_updates``: the gate's own settings (one extra update per ordinary one, i.e. 2 updates per env step for the
   model and compute-matched arms; target network synced on each run's gradient-step clock);
@@ -23,13 +23,15 @@ If the true simulator cannot beat compute-matched K = 0 in a variant, no learned
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tyro
 
-from mbrl.benchmark import GateSettings, gate_report, gate_table, parse_gate_arm, run_gate
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.mbrl.gate_protocol import GateSettings, gate_report, gate_table, parse_gate_arm, run_gate
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"

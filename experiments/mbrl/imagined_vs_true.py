@@ -14,6 +14,7 @@ terminations the model adds (false) or misses, the reward error, and the resulti
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 import numpy as np
 import tyro
 
-from mbrl.benchmark import GateSettings
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.mbrl.gate_protocol import GateSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -14,7 +14,7 @@ with the same settings, so a killed benchmark resumes where it stopped. Writes `
 command that made it, the summary under ``envs.<env>.<arm>`` and every run; envs of earlier calls are kept),
 ``results/pets.png`` (evaluation curves) and ``results/pets.md`` (the table the README quotes). Every run uses
 PETSConfig's defaults apart from the protocol's settings above. The benchmark's logic (settings, runs, summary, table)
-is :mod:`planning.mpc.benchmark`'s.
+is :mod:`experiments.mbrl.pets_protocol`'s.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ from typing import Any
 
 import tyro
 
-from mbrl.benchmark import THRESHOLDS
-from planning.mpc.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.mbrl.arms import THRESHOLDS
+from experiments.mbrl.pets_protocol import (
     PETS_ARMS,
     PETSSettings,
     collect_pets_runs,

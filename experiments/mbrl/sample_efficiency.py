@@ -1,4 +1,4 @@
-r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see mbrl/benchmark.py).
+r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see experiments/mbrl/arms.py).
 
 Arms: ``mbpo:SPEC`` (one per rollout-length controller spec), ``sac_same_utd`` (SAC at MBPO's G updates per env
 step) and ``sac_utd1`` (SAC at one update per env step); same seeds, networks, warm-up and evaluation in every arm.
@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,8 @@ from typing import Any
 import numpy as np
 import tyro
 
-from mbrl.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.mbrl.arms import (
     DEFAULT_ARMS,
     DEFAULT_NET_ARCH,
     PROTOCOL,
@@ -51,8 +53,8 @@ from mbrl.benchmark import (
     parse_arms,
     run_arm,
     run_folder_name,
-    summarize,
 )
+from experiments.mbrl.sample_efficiency_stats import summarize
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import pointwise_mean_with_stderr
 from rolloutlab.threads import set_torch_threads

@@ -14,10 +14,9 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
    checked against the Monte-Carlo returns of its replay buffer (``value_check``).
 3. The test: ``test_units`` held-out units (seeds from another stream; one fixed difficulty mix, 0.15 / 0.25 / 0.6
    over 1 / 2 / 3 digits, against the training runs' random mixes whose average is 1/3 each; the learning rate fixed
-   at the allocator benchmark's 3e-4), every arm on every unit, paired
-   (:mod:`meta.rlvr.meta_eval`): fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's
-   settings), a random meta-policy and META. Each finished run is filed into ``results/rlvr_meta/runs_<test_name>/``
-   at once.
+   at the allocator benchmark's 3e-4), every arm on every unit, paired (:mod:`experiments.meta.rlvr_meta_arms`):
+   fixed G in {2, 4, 8, 16}, AR3PO, DARS, Knapsack, E3 (the allocator benchmark's settings), a random meta-policy
+   and META. Each finished run is filed into ``results/rlvr_meta/runs_<test_name>/`` at once.
 4. ``results/rlvr_meta.json``: per arm the final held-out accuracy (mean, IQM, rliable intervals) and tokens to a
    target, META against the best other arm (``compact.prob_improvement_vs_best``: rliable's probability of
    improvement of META's final accuracy over that arm's, with its interval; the paired mean difference and the
@@ -36,17 +35,20 @@ Steps, each resumable (rerun the same command after a kill or at the next sessio
 from __future__ import annotations
 
 import json
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.meta.rlvr_meta_arms import arm_names, run_arm, tokens_to_target
+from experiments.sweep import Unit, grid, run_sweep
 from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
-from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
@@ -176,34 +178,27 @@ def _run_file(args: Args, arm: str, unit: int) -> Path:
     return Path(args.out_dir) / f"runs_{args.test_name}" / f"{arm.replace(':', '')}__{unit}.json"
 
 
-def _one(job: tuple[Args, str, int]) -> dict[str, Any]:
-    args, arm, unit = job
+def _one(args: Args, unit: Unit) -> dict[str, Any]:
+    """One arm on one test unit (the unit's index is the sweep's seed)."""
     set_torch_threads()
     cfg = test_config(args)
-    domain = draw_domains(cfg, 1, np.random.default_rng([args.test_seed, unit]))[0]
+    domain = draw_domains(cfg, 1, np.random.default_rng([args.test_seed, unit.seed]))[0]
     policy = str(Path(args.out_dir) / "train" / POLICY_NAME)
-    run = run_arm(arm, cfg, domain, WarmStart(cfg), policy=policy)
-    run["unit"] = unit
-    atomic_write_json(_run_file(args, arm, unit), run)
-    print(f"unit {unit} {arm}: final accuracy {run['final_accuracy']:.3f} ({run['seconds']:.0f} s)", flush=True)
+    run = run_arm(unit.arm, cfg, domain, WarmStart(cfg), policy=policy)
+    run["unit"] = unit.seed
     return run
 
 
 def test_arms(args: Args) -> list[dict[str, Any]]:
     arms = arm_names(meta_config(args).grid)
-    jobs = [(args, arm, u) for u in range(args.test_units) for arm in arms if not _run_file(args, arm, u).exists()]
-    print(f"{len(jobs)} test runs to do", flush=True)
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
-            list(pool.map(_one, jobs))
-    else:
-        for job in jobs:
-            _one(job)
-    runs = []
-    for u in range(args.test_units):
-        for arm in arms:
-            runs.append(json.loads(_run_file(args, arm, u).read_text()))
-    return runs
+    units = grid(arms, range(args.test_units), lambda arm, u: _run_file(args, arm, u))
+    records = run_sweep(
+        units,
+        partial(_one, args),
+        workers=args.workers,
+        describe=lambda u, r: f"unit {u.seed} {u.arm}: final accuracy {r['final_accuracy']:.3f} ({r['seconds']:.0f} s)",
+    )
+    return list(records.values())
 
 
 def summarize(args: Args, runs: list[dict[str, Any]]) -> dict[str, Any]:

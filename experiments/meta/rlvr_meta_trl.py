@@ -12,7 +12,7 @@ sampling) and completion-token budget (``token_budget``, default 32k, the policy
 
 * ``meta``: a uniform allocator whose G the meta-policy sets at each phase mark (``LearnedGroupSize``, greedy);
 * ``uniform_g8``, ``dapo``, ``ar3po``, ``dars``, ``e3``, ``knapsack``: the allocator benchmark's heuristics at their
-  settings there (:data:`meta.rlvr.benchmark.ARMS`), stopped at the same budget
+  settings there (:data:`experiments.rlvr.allocator_benchmark.ARMS`), stopped at the same budget
   (:class:`meta.rlvr.learned.TokenBudgetCallback`, the callback's budget logic without the decisions).
 
 Held-out greedy accuracy is measured for every arm at the same points: before the first step, after the step that
@@ -43,13 +43,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -58,8 +57,10 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.allocators import Allocator, Uniform
-from meta.rlvr.benchmark import ARMS, BENCHMARK_LR, HELD_OUT_SIZE, POOL_SIZE, TRL_ARMS
 from meta.rlvr.learned import GroupSizeCallback, LearnedGroupSize, TokenBudgetCallback
 from meta.rlvr.lm.charlm import load_model
 from meta.rlvr.trainers.grpo_config import GRPOConfig as CompactGRPOConfig
@@ -98,7 +99,7 @@ class Args:
     seeds: int = 10
     """paired seeds 0..seeds-1 (TRL's seed: prompt order and sampling)"""
     arms: list[str] = field(default_factory=lambda: [META_ARM, *TRL_ARMS])
-    """meta and heuristic allocators (names from meta.rlvr.benchmark.ARMS)"""
+    """meta and heuristic allocators (names from allocator_benchmark.ARMS)"""
     token_budget: int = 32_000
     """completion tokens per run, every arm"""
     phases: int | None = None
@@ -151,10 +152,6 @@ def settings(args: Args, phases: int) -> dict[str, Any]:
         "policy_sha256": file_digest(args.policy),
         "sort_checkpoint_sha256": file_digest(args.sort_checkpoint),
     }
-
-
-def run_file(args: Args, arm: str, seed: int) -> Path:
-    return Path(args.out) / f"{arm}__{seed}.json"
 
 
 def run_one(arm: str, seed: int, phases: int, args: Args) -> dict[str, Any]:
@@ -217,14 +214,17 @@ def run_one(arm: str, seed: int, phases: int, args: Args) -> dict[str, Any]:
     return record
 
 
-def _run_to_file(job: tuple[str, int, int, Args, dict[str, Any]]) -> str:
-    arm, seed, phases, args, run_settings = job
-    run = run_one(arm, seed, phases, args)
+def run_unit(unit: Unit, phases: int, args: Args, run_settings: dict[str, Any]) -> dict[str, Any]:
+    """One (arm, seed) run's record, with the settings a rerun checks it against."""
+    run = run_one(unit.arm, unit.seed, phases, args)
     run["settings"] = run_settings
-    atomic_write_json(run_file(args, arm, seed), run)
+    return run
+
+
+def describe(unit: Unit, run: dict[str, Any]) -> str:
     steps = f"{run['grpo_steps']} steps"
     schedule = f", G {run['g_schedule']}" if run["g_schedule"] is not None else ""
-    return f"{arm} seed {seed}: final accuracy {run['final_accuracy']:.3f} ({steps}{schedule}, {run['seconds']:.0f} s)"
+    return f"{unit.label}: final accuracy {run['final_accuracy']:.3f} ({steps}{schedule}, {run['seconds']:.0f} s)"
 
 
 def summarize(args: Args, runs: dict[tuple[str, int], dict[str, Any]], phases: int) -> dict[str, Any]:
@@ -289,31 +289,22 @@ def main(args: Args) -> dict[str, Any]:
     run_settings = settings(args, phases)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = []
+
+    def reuse(unit: Unit, record: dict[str, Any]) -> bool:
+        if record.get("settings") != run_settings:
+            raise SystemExit(f"{unit.path} was made with other settings or another policy; move {out} away")
+        return True
+
     # Seeds outermost: after each seed every arm has a paired run, so an experiment cut short stays usable.
-    for seed in range(args.seeds):
-        for arm in args.arms:
-            path = run_file(args, arm, seed)
-            if path.is_file():
-                if json.loads(path.read_text()).get("settings") != run_settings:
-                    raise SystemExit(f"{path} was made with other settings or another policy; move {out} away")
-                continue
-            jobs.append((arm, seed, phases, args, run_settings))
-    print(f"{len(jobs)} runs to do", flush=True)
-    start = time.perf_counter()
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
-            for line in pool.map(_run_to_file, jobs):
-                print(f"[{time.perf_counter() - start:.0f}s] {line}", flush=True)
-    else:
-        for job in jobs:
-            print(f"[{time.perf_counter() - start:.0f}s] {_run_to_file(job)}", flush=True)
-    runs = {}
-    for seed in range(args.seeds):
-        for arm in args.arms:
-            path = run_file(args, arm, seed)
-            if path.is_file():
-                runs[arm, seed] = json.loads(path.read_text())
+    units = grid(args.arms, range(args.seeds), Path(args.out))
+    records = run_sweep(
+        units,
+        partial(run_unit, phases=phases, args=args, run_settings=run_settings),
+        reuse=reuse,
+        workers=args.workers,
+        describe=describe,
+    )
+    runs = {(unit.arm, unit.seed): record for unit, record in records.items()}
     summary = summarize(args, runs, phases)
     atomic_write_json(Path(args.summary), summary)
     diff = summary["meta_minus_best_heuristic"]

@@ -35,6 +35,7 @@ next unit no other process holds (a killed process's unit is taken up again, fro
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,20 +44,21 @@ from typing import Any
 import tyro
 from filelock import FileLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.perturbed import TEST_PHYSICS
-from meta.control import split_specs
-from meta.control.training import POLICY_NAME, MetaTrainConfig, MetaTrainer
-from meta.rollout_length.benchmark import (
+from experiments.meta.rollout_length_protocol import (
     EvalUnit,
     machines_by_run,
     mixed_machine_runs,
     schedule_table,
     summarize_arms,
 )
+from experiments.meta.shared_arms import SharedArmsFile
+from meta.control import split_specs
+from meta.control.training import POLICY_NAME, MetaTrainConfig, MetaTrainer
 from meta.rollout_length.diagnostics import value_check
 from meta.rollout_length.evaluate import run_arms
 from meta.rollout_length.plots import plot_arms
-from meta.rollout_length.shared_arms import SharedArmsFile
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import from_dict, load_yaml, to_dict
 from rolloutlab.device import cpu_arithmetic
@@ -235,7 +237,7 @@ def main() -> None:
         "physics": TEST_PHYSICS[env_id],
     }
     # Several processes may run this command at once (one per core): each claims the next free unit under a lock
-    # and files it into the arms file as it is on disk then (meta/rollout_length/shared_arms.py).
+    # and files it into the arms file as it is on disk then (experiments/meta/shared_arms.py).
     shared = SharedArmsFile(arms_path, args.scratch_dir, protocol)
     specs = arm_specs(args, env_id, finished)
     while (unit := shared.claim_next(specs, args.test_runs, args.runs_per_unit)) is not None:

@@ -9,20 +9,21 @@ the same prompt pool, prompts per step, optimizer, number of steps and held-out 
 (arm, seed) run is written to ``results/per_run/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
 stopped. At the end the script writes ``results/summary.json`` (the issue's keys), ``results/accuracy_vs_tokens.png``
 and prints the table quoted in ``docs/rlvr.md``. The benchmark's logic (arms, runs, summary, table) is
-:mod:`meta.rlvr.benchmark`'s.
+:mod:`experiments.rlvr.allocator_benchmark`'s.
 """
 
 from __future__ import annotations
 
-import json
-import time
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tyro
 
-from meta.rlvr.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import (
     ARMS,
     BASELINE,
     BENCHMARK_LR,
@@ -38,6 +39,7 @@ from meta.rlvr.benchmark import (
     run_arm,
     summarize,
 )
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -49,7 +51,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
     arms: list[str] = field(default_factory=lambda: list(ARMS))
-    """Arms to run (names from meta.rlvr.benchmark.ARMS)."""
+    """Arms to run (names from allocator_benchmark.ARMS)."""
     checkpoint: str = DEFAULT_CHECKPOINT
     """SFT checkpoint every arm starts from; trained with `sft_steps` if missing."""
     sft_steps: int = SFTConfig.steps
@@ -100,22 +102,16 @@ def main(args: Args) -> None:
             minibatches=args.minibatches,
         ),
     )
-    start = time.perf_counter()
-    runs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for seed in args.seeds:
-        for arm in args.arms:
-            path = out / "per_run" / f"{arm}__{seed}.json"
-            if path.is_file():
-                runs.append(json.loads(path.read_text()))
-                continue
-            run = run_arm(arm, seed, args.checkpoint, pool, held_out, settings, log=print)
-            run["args"] = asdict(args)
-            atomic_write_json(path, run)
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: final acc {run['curve'][-1]['accuracy']:.3f}"
-            )
+
+    def run(unit: Unit) -> dict[str, Any]:
+        record = run_arm(unit.arm, unit.seed, args.checkpoint, pool, held_out, settings, log=print)
+        record["args"] = asdict(args)
+        return record
+
+    units = grid(args.arms, args.seeds, out / "per_run")
+    runs = list(
+        run_sweep(units, run, describe=lambda u, r: f"{u.label}: final acc {r['curve'][-1]['accuracy']:.3f}").values()
+    )
     arms = [a for a in args.arms if a in ARMS]
     summary = summarize(runs, f"reversed-digit add/mul, digits {args.difficulties}", args.seeds, arms)
     summary["args"] = asdict(args)

@@ -7,9 +7,9 @@ Run from the repository root (one thread, low priority, resumable):
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python experiments/rlvr/breadth_async.py
 
 Every arm starts from the same SFT checkpoint (reversed-digit add/mul, trained first from ``sft.yaml`` on difficulties
-1-3 if missing), draws from the same prompt pool (:func:`meta.rlvr.benchmark.prompt_sets`, difficulties 1-3) and
-trains until the same number of generated completion tokens (the DART arms' dropped stale groups and last jobs in
-flight included). Each finished (method, arm, seed) run is written at once to
+1-3 if missing), draws from the same prompt pool (:func:`~experiments.rlvr.allocator_benchmark.prompt_sets`,
+difficulties 1-3) and trains until the same number of generated completion tokens (the DART arms' dropped stale
+groups and last jobs in flight included). Each finished (method, arm, seed) run is written at once to
 ``results/hints_budgets_partial/<method>__<arm>__<seed>.json``, so a killed benchmark resumes where it stopped.
 
 * DARS-B: ``uniform_g8`` (16 prompts x 8), ``dars`` (DARS 4/16, 16 prompts) and ``dars_b`` (DARS 4/16 over 64 prompts,
@@ -22,15 +22,16 @@ flight included). Each finished (method, arm, seed) run is written at once to
 
 At the end the script writes ``results/breadth_async.json`` (every arm and paired comparison) and the two section
 files ``results/hints_budgets_parts/{dars_b,dart}.json`` (``{headline_metric, value, baseline, ci, headline_met}``,
-paired seed-bootstrap intervals of :func:`meta.rlvr.benchmark.paired_delta`), which ``hints_budgets.py`` merges into
-``hints_budgets.json``; then it prints the table.
+paired seed-bootstrap intervals of :func:`~experiments.rlvr.allocator_benchmark.paired_delta`), which
+``hints_budgets.py`` merges into ``hints_budgets.json``; then it prints the table.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,12 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.allocator_benchmark import paired_delta, prompt_sets
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.allocators import Uniform
 from meta.rlvr.allocators.dars import DARS
 from meta.rlvr.allocators.dars_breadth import DARSBreadth
-from meta.rlvr.benchmark import paired_delta, prompt_sets
 from meta.rlvr.lm.charlm import load_model
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.dars_breadth import DARSBreadthTrainer, sampled_pass_rates
@@ -313,7 +316,6 @@ def main(args: Args) -> dict[str, Any]:
         overrides = {"steps": args.sft_steps, "difficulties": [1, 2, 3], "difficulty_weights": [1.0, 1.0, 1.0]}
         train_sft(load_yaml(SFTConfig, args.sft_preset, overrides), out_path=Path(args.checkpoint))
     pool, held_out = prompt_sets(args.pool_size, args.held_out_size)
-    start = time.perf_counter()
     summary: dict[str, Any] = {
         "command": COMMAND,
         "args": asdict(args),
@@ -322,20 +324,16 @@ def main(args: Args) -> dict[str, Any]:
     }
     plan = {"dars_b": (DARS_B_ARMS, run_dars_b_arm), "dart": (DART_ARMS, run_dart_arm)}
     for method in args.methods:
-        arms, run = plan[method]
-        runs: dict[tuple[str, int], dict[str, Any]] = {}
-        # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-        for seed in args.seeds:
-            for arm in arms:
-                path = partial / f"{method}__{arm}__{seed}.json"
-                if path.is_file():
-                    runs[(arm, seed)] = json.loads(path.read_text())
-                    continue
-                record = run(arm, seed, args, pool, held_out)
-                record["args"] = asdict(args)
-                atomic_write_json(path, record)
-                runs[(arm, seed)] = record
-                print(f"[{time.perf_counter() - start:.0f}s] {method} {arm} seed {seed}: {record['steps']} steps")
+        arms, run_method_arm = plan[method]
+
+        def run(unit: Unit, run_method_arm: Callable[..., dict[str, Any]] = run_method_arm) -> dict[str, Any]:
+            record = run_method_arm(unit.arm, unit.seed, args, pool, held_out)
+            record["args"] = asdict(args)
+            return record
+
+        units = grid(arms, args.seeds, partial, group=method)
+        records = run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps")
+        runs = {(unit.arm, unit.seed): record for unit, record in records.items()}
         if method == "dars_b":
             summary["dars_b"] = summarize_dars_b(runs, list(args.seeds), args.pass_n)
         else:

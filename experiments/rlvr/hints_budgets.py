@@ -32,6 +32,7 @@ per-seed ``results/hints_budgets_partial/<name>__*.json`` files, listed as they 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,9 +42,11 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.reasoning import Task
 from envs.reasoning.scratchpad import SCRATCH_ALPHABET, SCRATCH_FAMILY, make_scratch_sft_set
-from meta.rlvr.benchmark import FINAL_WINDOW, cost_ratio, paired_delta
+from experiments.rlvr.allocator_benchmark import FINAL_WINDOW, cost_ratio, paired_delta
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model, save_model
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo_config import GRPOConfig
@@ -322,22 +325,16 @@ def main(args: Args) -> dict[str, Any]:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             warm_start(setting, path, args.hints_sft_steps if setting == "hints" else args.budgets_sft_steps)
-    start = time.perf_counter()
-    runs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for seed in args.seeds:
-        for arm in args.arms:
-            path = partial / f"{arm}__{seed}.json"
-            if path.is_file():
-                runs.append(json.loads(path.read_text()))
-                continue
-            run = run_arm(arm, seed, args)
-            run["args"] = asdict(args)
-            atomic_write_json(path, run)
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: {run['steps']} steps, {run['seconds']:.0f}s"
-            )
+
+    def run(unit: Unit) -> dict[str, Any]:
+        record = run_arm(unit.arm, unit.seed, args)
+        record["args"] = asdict(args)
+        return record
+
+    units = grid(args.arms, args.seeds, partial)
+    runs = list(
+        run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps, {r['seconds']:.0f}s").values()
+    )
     methods = summarize(runs, args.seeds)
     methods.update(merge_others(out))
     summary = {"command": COMMAND, "seeds": list(args.seeds), "args": asdict(args), "methods": methods}

@@ -17,21 +17,22 @@ first run, on the unrestricted ``calc_*.yaml`` task, is in ``results/token_level
 writes ``results/token_level.json`` (``methods.<name>.{tokens_ratio, accuracy_delta, tool_calls_ratio, length_ratio,
 headline_met}`` with paired seed-bootstrap intervals, and ARPO's training tool-call budget
 ``training_tool_calls_ratio`` beside them) and ``results/token_level.md``, and prints the table. The logic (arms,
-runs, summary, headlines, table) is :mod:`meta.rlvr.benchmark`'s.
+runs, summary, headlines, table) is :mod:`experiments.rlvr.token_level_protocol`'s.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tyro
 
-from meta.rlvr.benchmark import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.token_level_protocol import TOKEN_ARMS, run_token_arm, token_level_summary, token_level_table
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.trainers.run import load_run_config
 from meta.rlvr.trainers.sft import SFTConfig, train_sft
 from rolloutlab.checkpoint import atomic_write_json
@@ -46,7 +47,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (prompt order, sampling); the SFT checkpoint is shared by all."""
     arms: list[str] = field(default_factory=lambda: list(TOKEN_ARMS))
-    """Arms to run (names from meta.rlvr.benchmark.TOKEN_ARMS; uniform_g8 is the baseline and must be among them)."""
+    """Arms to run (names from token_level_protocol.TOKEN_ARMS; uniform_g8 is the baseline and must be among them)."""
     preset: str = str(PRESETS / "calc_grpo.yaml")
     """GRPORunConfig preset every arm starts from (allocator, controller and seed are set per arm)."""
     checkpoint: str = "runs/rlvr/calc_sft.pt"
@@ -96,22 +97,16 @@ def main(args: Args) -> dict:
             "grpo": {"prompts_per_step": args.prompts_per_step},
         },
     )
-    start = time.perf_counter()
-    runs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for seed in args.seeds:
-        for arm in args.arms:
-            path = partial / f"{arm}__{seed}.json"
-            if path.is_file():
-                runs.append(json.loads(path.read_text()))
-                continue
-            run = run_token_arm(arm, seed, base, args.tokens_budget, args.max_steps, log=print)
-            run["args"] = asdict(args)
-            atomic_write_json(path, run)
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:.0f}s] {arm} seed {seed}: {run['steps']} steps, {run['seconds']:.0f}s"
-            )
+
+    def run(unit: Unit) -> dict[str, Any]:
+        record = run_token_arm(unit.arm, unit.seed, base, args.tokens_budget, args.max_steps, log=print)
+        record["args"] = asdict(args)
+        return record
+
+    units = grid(args.arms, args.seeds, partial)
+    runs = list(
+        run_sweep(units, run, describe=lambda u, r: f"{u.label}: {r['steps']} steps, {r['seconds']:.0f}s").values()
+    )
     summary = token_level_summary(runs, args.seeds, args.arms)
     summary["args"] = asdict(args)
     summary["command"] = "OMP_NUM_THREADS=1 python " + shlex.join(sys.argv)

@@ -14,13 +14,15 @@ take more than one call per answer. Nothing is written.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tyro
 
-from meta.rlvr.benchmark import training_tool_calls
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.rlvr.token_level_protocol import training_tool_calls
 from meta.rlvr.lm.charlm import load_model
 from meta.rlvr.trainers.run import GRPORun, load_run_config
 from rolloutlab.threads import set_torch_threads

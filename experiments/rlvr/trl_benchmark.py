@@ -17,17 +17,19 @@ and steps; seeds 0–4 (TRL's seed: prompt order and sampling). Held-out greedy 
 against the adapter's ledger of generated tokens. Each finished run is written to
 ``results/trl/per_run/<family>__<arm>__<seed>.json`` at once; the summary goes to ``results/trl_summary.json`` with
 the key ``families.<name>.best_adaptive.ratio_tokens_vs_uniform_g8``. The summary and its table are
-:mod:`meta.rlvr.benchmark`'s (:func:`~meta.rlvr.benchmark.summarize_trl`, :func:`~meta.rlvr.benchmark.trl_table`).
+:mod:`experiments.rlvr.trl_summary`'s (:func:`~experiments.rlvr.trl_summary.summarize_trl`,
+:func:`~experiments.rlvr.trl_summary.trl_table`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,9 @@ import numpy as np
 import torch
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.reasoning import Task, verify
-from meta.rlvr.benchmark import (
+from experiments.rlvr.allocator_benchmark import (
     ARMS,
     BENCHMARK_LR,
     DEFAULT_CHECKPOINT,
@@ -46,9 +49,9 @@ from meta.rlvr.benchmark import (
     TRL_ARMS,
     prompt_sets,
     run_record,
-    summarize_trl,
-    trl_table,
 )
+from experiments.rlvr.trl_summary import summarize_trl, trl_table
+from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr.lm.charlm import build_model, load_model, save_model
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo_config import GRPOConfig as CompactGRPOConfig
@@ -66,7 +69,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """RL seeds (TRL's seed: prompt order and sampling)"""
     arms: list[str] = field(default_factory=lambda: list(TRL_ARMS))
-    """arms (names from meta.rlvr.benchmark.ARMS)"""
+    """arms (names from allocator_benchmark.ARMS)"""
     steps: int = 90
     """GRPO steps per run"""
     eval_every: int = EVAL_EVERY
@@ -256,12 +259,15 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args) -> di
     return {"family": family, **run_record(arm, seed, curve, trainer.ledger.as_dict(), seconds, allocator)}
 
 
-def _run_to_file(job: tuple[str, str, int, str, Args, str]) -> str:
-    family, arm, seed, checkpoint, args, path = job
-    run = run_one(family, arm, seed, checkpoint, args)
+def run_unit(unit: Unit, checkpoints: dict[str, str], args: Args) -> dict[str, Any]:
+    """One (family, arm, seed) run's record, with the script's arguments."""
+    run = run_one(unit.group, unit.arm, unit.seed, checkpoints[unit.group], args)
     run["args"] = asdict(args)
-    atomic_write_json(Path(path), run)
-    return f"{family} {arm} seed {seed}: final acc {run['curve'][-1]['accuracy']:.3f} ({run['seconds']:.0f} s)"
+    return run
+
+
+def describe(unit: Unit, run: dict[str, Any]) -> str:
+    return f"{unit.label}: final acc {run['curve'][-1]['accuracy']:.3f} ({run['seconds']:.0f} s)"
 
 
 def main(args: Args) -> None:
@@ -269,23 +275,8 @@ def main(args: Args) -> None:
     out = Path(args.out)
     (out / "per_run").mkdir(parents=True, exist_ok=True)
     checkpoints = {family: ensure_checkpoint(family, args) for family in args.families}
-    jobs = []
-    # Seeds outermost: after each seed every arm has a comparable run, so a benchmark cut short stays usable.
-    for family in args.families:
-        for seed in args.seeds:
-            for arm in args.arms:
-                path = out / "per_run" / f"{family}__{arm}__{seed}.json"
-                if not path.is_file():
-                    jobs.append((family, arm, seed, checkpoints[family], args, str(path)))
-    print(f"{len(jobs)} runs to do")
-    start = time.perf_counter()
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
-            for line in pool.map(_run_to_file, jobs):
-                print(f"[{time.perf_counter() - start:.0f}s] {line}", flush=True)
-    else:
-        for job in jobs:
-            print(f"[{time.perf_counter() - start:.0f}s] {_run_to_file(job)}", flush=True)
+    units = [unit for family in args.families for unit in grid(args.arms, args.seeds, out / "per_run", group=family)]
+    run_sweep(units, partial(run_unit, checkpoints=checkpoints, args=args), workers=args.workers, describe=describe)
     runs = [json.loads(p.read_text()) for p in sorted((out / "per_run").glob("*.json"))]
     summary = {
         **summarize_trl(runs, args.families, args.arms, args.seeds),

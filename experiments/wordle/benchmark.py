@@ -1,7 +1,7 @@
 """Wordle benchmark table: every policy evaluated exactly over all 2315 original answers.
 
-Read top to bottom: the runs are listed in ``planning.wordle.benchmark.RUNS``; each is evaluated with
-``planning.wordle.benchmark.run_benchmark`` (the same code as ``rolloutlab wordle bench``) and written to
+Read top to bottom: the runs are listed in ``experiments.wordle.solver_studies.RUNS``; each is evaluated with
+``planning.wordle.evaluation.run_benchmark`` (the same code as ``rolloutlab wordle bench``) and written to
 ``experiments/wordle/results/<name>.json`` as soon as it finishes, so an interrupted table resumes where it stopped
 (finished runs are skipped unless ``--force``). The table is printed at the end and written to
 ``results/summary.json``.
@@ -13,13 +13,16 @@ Read top to bottom: the runs are listed in ``planning.wordle.benchmark.RUNS``; e
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tyro
 
-from planning.wordle.benchmark import RUNS, command_for, run_benchmark, summary_rows, summary_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.wordle.solver_studies import RUNS, command_for, summary_rows, summary_table
+from planning.wordle.evaluation import run_benchmark
 from rolloutlab.checkpoint import atomic_write_json
 
 

@@ -10,18 +10,20 @@
 
     OMP_NUM_THREADS=1 python experiments/wordle/latency.py
 
-The measurement is :func:`planning.wordle.benchmark.measure_latency`.
+The measurement is :func:`experiments.wordle.solver_studies.measure_latency`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
 
-from planning.wordle.benchmark import measure_latency
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.wordle.solver_studies import measure_latency
 from rolloutlab.checkpoint import atomic_write_json
 
 

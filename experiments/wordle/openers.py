@@ -16,13 +16,14 @@ the same configuration, so a killed run resumes where it stopped. Writes ``resul
 opener's total, optimum, excess, max, failures and seconds, and the targets' keys ``<mode>.matched_fraction`` (share
 of openers at their optimum; target >= 0.95), ``<mode>.max_excess`` (target <= 2) and ``<mode>.max_seconds``
 (targets: 30 s easy, 300 s hard); ``results/openers.md`` is the table the docs quote. The evaluation, the summary
-and the table are :mod:`planning.wordle.benchmark`'s.
+and the table are :mod:`experiments.wordle.solver_studies`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ from typing import Any
 
 import tyro
 
-from planning.wordle.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.wordle.solver_studies import (
     opener_config,
     opener_record,
     openers_table,

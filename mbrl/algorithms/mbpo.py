@@ -372,9 +372,9 @@ class MBPO(ModelBasedRun[MBPOConfig]):
         policy and rollout length.
 
         Used when a run continues from a checkpoint saved without its imagined data (the model buffer is derived data,
-        tens of MB on HalfCheetah, that :func:`mbrl.benchmark.save_carry` leaves out so that a checkpoint can be kept
-        between machines). The refilled pool comes from the latest model rather than the models of the rounds it
-        replaces, so such a continuation is not bit-identical to the uninterrupted run.
+        tens of MB on HalfCheetah, that ``save_carry`` in ``experiments/mbrl/arms.py`` leaves out so that a checkpoint
+        can be kept between machines). The refilled pool comes from the latest model rather than the models of the
+        rounds it replaces, so such a continuation is not bit-identical to the uninterrupted run.
 
         Returns:
             The number of imagined transitions added.

@@ -175,10 +175,15 @@ def train(
 def bench(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/rlvr-bench"),
 ) -> None:
-    """Run the reduced benchmark (a few arms, short runs) and print its table."""
-    from meta.rlvr.benchmark import quick_bench
+    """Run the reduced benchmark (a few arms, short runs) and print its table (needs a clone of the repository)."""
+    from rolloutlab.bench import CheckoutMissing, load_quick_bench
     from rolloutlab.threads import set_torch_threads
 
+    try:
+        quick_bench = load_quick_bench("experiments.rlvr.quick")
+    except CheckoutMissing as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(code=2) from exc
     set_torch_threads()
     for line in quick_bench(out):
         typer.echo(f"{line.benchmark}: {line.metric} = {line.value} (target {line.target}, {line.seconds:.0f}s)")

@@ -214,7 +214,7 @@ def bench(
     import json
 
     from envs.wordle_rules import WordListError
-    from planning.wordle.benchmark import REQUIRED_KEYS, run_benchmark
+    from planning.wordle.evaluation import REQUIRED_KEYS, run_benchmark
     from planning.wordle.solver import SolverConfig
 
     config = SolverConfig(

@@ -5,10 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+import rolloutlab.bench
 from rolloutlab import __version__
-from rolloutlab.bench import BenchLine, PillarEntry, run_suite
+from rolloutlab.bench import NEEDS_CLONE, BenchLine, CheckoutMissing, PillarEntry, load_quick_bench, run_suite
 from rolloutlab.cli import PILLARS, app
 
 runner = CliRunner()
@@ -57,6 +59,23 @@ def test_bench_rejects_unknown_pillar(tmp_path: Path) -> None:
     result = runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "chess"])
     assert result.exit_code != 0
     assert "unknown pillar" in result.output
+
+
+def test_every_pillar_quick_bench_is_found_in_the_checkout() -> None:
+    # Each PILLARS entry names a module of the clone's experiments/ with a quick_bench(out_dir) function.
+    for _, _, module in PILLARS:
+        assert callable(load_quick_bench(module)), module
+
+
+def test_bench_needs_a_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An installed wheel has no experiments/ beside the package: the bench commands say so in one line, exit 2.
+    monkeypatch.setattr(rolloutlab.bench, "checkout_root", lambda: None)
+    for command in (["bench"], ["mbrl", "bench"], ["rlvr", "bench"]):
+        result = runner.invoke(app, [*command, "--out", str(tmp_path)])
+        assert result.exit_code == 2, command
+        assert result.output.strip() == NEEDS_CLONE
+    with pytest.raises(CheckoutMissing):
+        load_quick_bench("experiments.mbrl.quick")
 
 
 def test_run_suite_reports_lines_and_errors(tmp_path: Path) -> None:

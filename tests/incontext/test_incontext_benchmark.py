@@ -1,5 +1,5 @@
-"""The in-context benchmark (``meta.incontext.benchmark``): what is kept and what is rerun, the agent's settings per
-part, and the committed results agreeing with the code (their configs, summary and table)."""
+"""The in-context benchmark (``experiments.incontext.benchmark_parts``): what is kept and what is rerun, the agent's
+settings per part, and the committed results agreeing with the code (their configs, summary and table)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 
-import meta.incontext.benchmark as bench
-from meta.incontext.benchmark import AgentRunSettings, config_changed, summarize_parts, summary_table, train_config
+import experiments.incontext.benchmark_parts as bench
+from experiments.incontext.benchmark_parts import (
+    AgentRunSettings,
+    config_changed,
+    summarize_parts,
+    summary_table,
+    train_config,
+)
 from rolloutlab.config import to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,8 +99,8 @@ def test_committed_summary_and_table_are_generated_from_the_part_files() -> None
 def test_committed_second_round_summary_is_generated_from_the_matched_pieces() -> None:
     """Issue 18's ``summary.json`` and ``summary.md`` are ``matched.py --summarize-only``'s, and the README quotes the
     table."""
-    from meta.incontext.matched import summarize
-    from meta.incontext.matched import summary_table as matched_table
+    from experiments.incontext.matched_protocol import summarize
+    from experiments.incontext.matched_protocol import summary_table as matched_table
 
     committed = json.loads((RESULTS / "summary.json").read_text())
     summary = summarize(RESULTS / "matched_partial", committed["seeds"])
@@ -106,8 +112,10 @@ def test_committed_second_round_summary_is_generated_from_the_matched_pieces() -
 
 def test_quick_bench_contract(tmp_path: Path) -> None:
     """`rolloutlab bench --only incontext` at a few seconds of training: two lines and the JSON beside them."""
-    lines = bench.quick_bench(tmp_path, minutes=0.05)
+    from experiments.incontext import quick
+
+    lines = quick.quick_bench(tmp_path, minutes=0.05)
     assert [line.pillar for line in lines] == ["incontext", "incontext"]
-    assert lines[0].command == bench.FULL_COMMAND and isinstance(lines[0].passed, bool)
+    assert lines[0].command == quick.FULL_COMMAND and isinstance(lines[0].passed, bool)
     data = json.loads((tmp_path / "incontext_quick.json").read_text())
     assert data["agent_return"] == lines[0].value and set(data["references"]) >= {"random", "thompson", "oracle"}

@@ -15,12 +15,8 @@ import pytest
 import torch
 from script_modules import REPO, load_script
 
-from meta.incontext.agent import InContextAgent, polyak_
-from meta.incontext.benchmark import config_changed
-from meta.incontext.config import AgentConfig, TrainConfig
-from meta.incontext.exploration import BilevelEpsilon
-from meta.incontext.history_match import history_match
-from meta.incontext.matched import (
+from experiments.incontext.benchmark_parts import config_changed
+from experiments.incontext.matched_protocol import (
     _one_row_per_step,
     agent_config,
     amago_config,
@@ -30,6 +26,10 @@ from meta.incontext.matched import (
     summary_table,
     whole_trial_config,
 )
+from meta.incontext.agent import InContextAgent, polyak_
+from meta.incontext.config import AgentConfig, TrainConfig
+from meta.incontext.exploration import BilevelEpsilon
+from meta.incontext.history_match import history_match
 from meta.incontext.references import (
     bandit_eval_tasks,
     bandit_references,

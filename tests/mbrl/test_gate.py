@@ -1,4 +1,4 @@
-"""The gate (``mbrl.benchmark``'s gate section and ``experiments/mbrl/gate.py``): arm parsing, the paired IQM verdict
+"""The gate (``experiments/mbrl/gate_protocol.py`` and ``gate.py``): arm parsing, the paired IQM verdict
 on hand-made scores, a tiny end-to-end slice, and the committed gate tables agreeing with their JSON."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from script_modules import load_script
 
-from mbrl.benchmark import GateSettings, gate_learner_config, gate_table, parse_gate_arm, summarize_gate
+from experiments.mbrl.gate_protocol import GateSettings, gate_learner_config, gate_table, parse_gate_arm, summarize_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "mbrl" / "results"
@@ -212,8 +212,8 @@ def test_the_fit_convergence_figures_quoted_are_the_committed_ones() -> None:
 
 
 def test_the_committed_8k_gate_is_what_its_saved_slices_give() -> None:
-    """mbrl.benchmark recomputes the committed summary from the slices it was made of, number for number."""
-    from mbrl.benchmark import gate_arms, gate_protocol, gate_slice_path, gate_summary
+    """gate_protocol recomputes the committed summary from the slices it was made of, number for number."""
+    from experiments.mbrl.gate_protocol import gate_arms, gate_protocol, gate_slice_path, gate_summary
 
     summary = json.loads((RESULTS / "gate_8k_converged.json").read_text())
     protocol = summary["protocol"]

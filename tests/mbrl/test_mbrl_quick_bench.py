@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mbrl.benchmark import quick_bench
+from experiments.mbrl.quick import quick_bench
 
 
 @pytest.mark.slow

@@ -14,29 +14,29 @@ import numpy as np
 import pytest
 from script_modules import load_script
 
-from mbrl.algorithms.mbpo import MBPOConfig
-from mbrl.benchmark import (
+from experiments.mbrl.arms import (
     PROTOCOL,
     ArmSettings,
     ArmStorage,
     arm_settings,
-    bootstrap_ratio,
-    build_summary,
     collect_runs,
-    final_return_difference,
-    markdown,
     mbpo_config,
     mbpo_controller,
-    median_censored,
-    median_steps,
     parse_arms,
-    round_one_runs,
     run_arm,
     run_file,
+)
+from experiments.mbrl.sample_efficiency_stats import (
+    bootstrap_ratio,
+    final_return_difference,
+    median_censored,
+    median_steps,
     steps_to_threshold,
     summarize_final,
     summarize_threshold,
 )
+from experiments.mbrl.summary import build_summary, markdown, round_one_runs
+from mbrl.algorithms.mbpo import MBPOConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments" / "mbrl"

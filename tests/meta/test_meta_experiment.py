@@ -1,6 +1,6 @@
-"""The meta-controller benchmark (``meta/rollout_length/benchmark.py``, which ``experiments/meta/rollout_length.py``
-drives): test runs split into units that cover every run once, the paired summary's statistics, and the committed
-round-one results as the README quotes them."""
+"""The meta-controller benchmark (``experiments/meta/rollout_length_protocol.py``, which
+``experiments/meta/rollout_length.py`` drives): test runs split into units that cover every run once, the paired
+summary's statistics, and the committed round-one results as the README quotes them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 import scipy.stats
 from script_modules import load_script
 
-from meta.control.training import MetaTrainConfig
-from meta.rollout_length.benchmark import (
+from experiments.meta.rollout_length_protocol import (
     EvalUnit,
     machines_by_run,
     mixed_machine_runs,
@@ -24,6 +23,7 @@ from meta.rollout_length.benchmark import (
     summarize_arms,
     target_met,
 )
+from meta.control.training import MetaTrainConfig
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.evaluate import merge_run_slices, run_arms
 from rolloutlab.config import load_yaml

@@ -11,10 +11,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
+from experiments.meta.rlvr_meta_arms import arm_names, run_arm, tokens_to_target
 from meta.control.mdp import MetaEnv, MetaVecEnv
 from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
 from meta.rlvr.learned import LearnedGroupSize, RandomGroupSize
-from meta.rlvr.meta_eval import arm_names, run_arm, tokens_to_target
 from meta.rlvr.meta_mdp import (
     RLVR_FEATURE_NAMES,
     GroupSizeActions,

@@ -1,4 +1,4 @@
-"""Several test processes filling one arms file (``meta/rollout_length/shared_arms.py``): no unit is claimed twice,
+"""Several test processes filling one arms file (``experiments/meta/shared_arms.py``): no unit is claimed twice,
 a dead process's claim is void, and no process overwrites another's finished units."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from meta.rollout_length.benchmark import pending_units
-from meta.rollout_length.shared_arms import SharedArmsFile, process_alive, process_start_time
+from experiments.meta.rollout_length_protocol import pending_units
+from experiments.meta.shared_arms import SharedArmsFile, process_alive, process_start_time
 
 ARMS = {"fixed:0": "fixed:0", "fixed:2": "fixed:2"}
 PROTOCOL = {"test_runs": 6, "runs_per_unit": 2}

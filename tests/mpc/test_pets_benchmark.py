@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planning.mpc.benchmark import PETSSettings, collect_pets_runs, pets_config, summarize_env
+from experiments.mbrl.pets_protocol import PETSSettings, collect_pets_runs, pets_config, summarize_env
 
 SETTINGS = PETSSettings(env_id="Pendulum-v1", threshold=-200.0, budget=1000)
 
@@ -76,7 +76,7 @@ RESULTS = ROOT / "experiments" / "mbrl" / "results"
 
 @pytest.mark.skipif(not (RESULTS / "pets.json").exists(), reason="the PETS benchmark has not been run")
 def test_committed_pets_table_is_generated_from_its_json_and_quoted() -> None:
-    from planning.mpc.benchmark import pets_table
+    from experiments.mbrl.pets_protocol import pets_table
 
     data = json.loads((RESULTS / "pets.json").read_text())
     table = (RESULTS / "pets.md").read_text()
@@ -89,8 +89,8 @@ def test_committed_pets_table_is_generated_from_its_json_and_quoted() -> None:
 
 
 def test_mbpo_reference_reads_the_finished_runs_of_the_mbpo_protocol(tmp_path: Path) -> None:
-    from mbrl.benchmark import PROTOCOL
-    from planning.mpc.benchmark import mbpo_reference
+    from experiments.mbrl.arms import PROTOCOL
+    from experiments.mbrl.pets_protocol import mbpo_reference
 
     assert mbpo_reference(tmp_path, "Pendulum-v1") == ([], None)
     folder = tmp_path / "partial" / "Pendulum-v1"
@@ -110,7 +110,7 @@ def test_mbpo_reference_reads_the_finished_runs_of_the_mbpo_protocol(tmp_path: P
 @pytest.mark.slow
 def test_quick_bench_reproduces_the_committed_first_seed(tmp_path: Path) -> None:
     """`rolloutlab bench --only mpc` at one seed is the benchmark's run: the committed seed-0 result (~1 minute)."""
-    from planning.mpc.benchmark import quick_bench
+    from experiments.mbrl.pets_quick import quick_bench
 
     (line,) = quick_bench(tmp_path, seeds=(0,))
     committed = next(

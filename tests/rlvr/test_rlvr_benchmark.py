@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from meta.rlvr.benchmark import (
+from experiments.rlvr.allocator_benchmark import (
     ARMS,
     accuracy_at,
     accuracy_interval,
@@ -80,7 +80,7 @@ def test_committed_summary_is_what_its_per_run_records_give() -> None:
     import json
     from pathlib import Path
 
-    from meta.rlvr.benchmark import benchmark_table
+    from experiments.rlvr.allocator_benchmark import benchmark_table
 
     results = Path(__file__).resolve().parents[2] / "experiments" / "rlvr" / "results"
     summary = json.loads((results / "summary.json").read_text())
@@ -94,7 +94,7 @@ def test_committed_summary_is_what_its_per_run_records_give() -> None:
 
 
 def test_prompt_sets_are_fixed_and_disjoint_streams() -> None:
-    from meta.rlvr.benchmark import HELD_OUT_SIZE, POOL_SIZE, prompt_sets
+    from experiments.rlvr.allocator_benchmark import HELD_OUT_SIZE, POOL_SIZE, prompt_sets
 
     pool, held_out = prompt_sets()
     assert (len(pool), len(held_out)) == (POOL_SIZE, HELD_OUT_SIZE)

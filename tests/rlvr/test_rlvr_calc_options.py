@@ -20,7 +20,7 @@ from envs.reasoning.tooluse import (
     tool_response,
     trace,
 )
-from meta.rlvr.benchmark import token_level_summary, token_level_table, training_tool_calls
+from experiments.rlvr.token_level_protocol import token_level_summary, token_level_table, training_tool_calls
 from meta.rlvr.lm.charlm import CharLMConfig
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.tools import CalculatorTool

@@ -54,7 +54,7 @@ def test_train_rejects_unknown_allocator(tmp_path: Path) -> None:
 
 
 def test_quick_bench_contract(tmp_path: Path) -> None:
-    from meta.rlvr.benchmark import quick_bench
+    from experiments.rlvr.quick import quick_bench
 
     lines = quick_bench(tmp_path / "bench", steps=3, sft_steps=20, checkpoint=tmp_path / "missing.pt", seeds=(0,))
     assert [line.pillar for line in lines] == ["rlvr", "rlvr"]

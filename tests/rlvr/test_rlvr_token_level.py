@@ -13,7 +13,7 @@ import pytest
 from script_modules import REPO, load_script
 from tiny_grpo import tiny_calc_sft
 
-from meta.rlvr.benchmark import TOKEN_ARMS, token_level_summary, token_level_table
+from experiments.rlvr.token_level_protocol import TOKEN_ARMS, token_level_summary, token_level_table
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import response_measures
 

@@ -1,4 +1,4 @@
-"""The TRL allocation benchmark (``experiments/rlvr/trl_benchmark.py``, summarized by ``meta.rlvr.benchmark``): the
+"""The TRL allocation benchmark (``experiments/rlvr/trl_benchmark.py``, summarized by ``trl_summary``): the
 unseen task family, and the committed summary agreeing with its runs and its table."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from script_modules import load_script
 
-from meta.rlvr.benchmark import summarize_trl, trl_table
+from experiments.rlvr.trl_summary import summarize_trl, trl_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "rlvr" / "trl_benchmark.py"
@@ -51,7 +51,7 @@ def test_committed_summary_has_the_issues_keys_and_its_table_is_quoted() -> None
 
 
 def test_committed_summary_is_what_its_per_run_records_give() -> None:
-    """meta.rlvr.benchmark recomputes the committed TRL summary from the committed runs, number for number."""
+    """trl_summary recomputes the committed TRL summary from the committed runs, number for number."""
     summary = json.loads(SUMMARY.read_text())
     args = summary["args"]
     runs = [json.loads(p.read_text()) for p in sorted((SUMMARY.parent / "trl" / "per_run").glob("*.json"))]

@@ -108,7 +108,7 @@ def test_bad_lists_are_reported(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_quick_bench_headline(tmp_path: Path) -> None:
-    from planning.wordle.benchmark import quick_bench
+    from experiments.wordle.quick import quick_bench
 
     easy, hard = quick_bench(tmp_path)
     assert easy.value == 7920 and easy.passed

@@ -1,4 +1,4 @@
-"""The Wordle benchmarks' bookkeeping (``planning.wordle.benchmark``) and their committed results: the openers
+"""The Wordle benchmarks' bookkeeping (``experiments.wordle.solver_studies``) and their committed results: the openers
 against the proven optima (``experiments/wordle/openers.py``) and the benchmark table (``benchmark.py``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from script_modules import load_script
 
-from planning.wordle.benchmark import (
+from experiments.wordle.solver_studies import (
     RUNS,
     command_for,
     opener_config,
@@ -79,7 +79,7 @@ def test_table_script_refuses_unknown_runs_and_takes_tyro_flags(tmp_path: Path) 
 @pytest.mark.slow
 def test_latency_record(tmp_path: Path) -> None:
     """experiments/wordle/latency.py's measurement at two games (the table build and both books: about a minute)."""
-    from planning.wordle.benchmark import measure_latency
+    from experiments.wordle.solver_studies import measure_latency
 
     record = measure_latency(2, 0, args={"n_games": "2"}, log=lambda line: None)
     committed = json.loads((RESULTS / "table_and_latency.json").read_text())

@@ -120,7 +120,7 @@ def whole_trial_config(
     """
     cfg = amago_config(name, seed, total_env_steps, max_minutes, eval_tasks)
     fields = task_fields(name)
-    # Issue 7's anneal lengths (meta.incontext.benchmark.train_config).
+    # Issue 7's anneal lengths (experiments.incontext.benchmark_parts.train_config).
     anneal = {
         "bandit": 10_000,
         "tmaze": 20 * (fields.get("corridor_length", 10) + 1) * 8,
@@ -157,9 +157,9 @@ def agent_config(
 def issue7_config(
     name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
 ) -> TrainConfig:
-    """Issue 7's agent settings for ``name`` (:func:`meta.incontext.benchmark.train_config`) at another budget: the
-    "old setting" the gate compares with."""
-    from meta.incontext.benchmark import AgentRunSettings, train_config
+    """Issue 7's agent settings for ``name`` (:func:`experiments.incontext.benchmark_parts.train_config`) at another
+    budget: the "old setting" the gate compares with."""
+    from experiments.incontext.benchmark_parts import AgentRunSettings, train_config
 
     fields = task_fields(name)
     part = {"bandit": name, "tmaze": "tmaze", "keydoor": "keydoor"}[fields["task"]]

@@ -7,10 +7,10 @@ responses per prompt differs. Held-out accuracy is measured at every phase mark,
 against tokens at the same points for every arm.
 
 Arms (:func:`arm_names`): ``fixed:G`` (uniform G), the allocator benchmark's adaptive methods at their settings there
-(``ar3po``, ``dars``, ``knapsack``, ``e3``: :data:`meta.rlvr.benchmark.ARMS`), ``random`` (a uniformly random
-meta-action at every decision, :class:`~meta.rlvr.learned.RandomGroupSize`) and ``meta`` (the trained policy,
-:class:`~meta.rlvr.learned.LearnedGroupSize`). A controller arm decides before every phase from the previous phase's
-feedback, exactly as the meta-env shows it to the agent.
+(``ar3po``, ``dars``, ``knapsack``, ``e3``: :data:`experiments.rlvr.allocator_benchmark.ARMS`), ``random`` (a
+uniformly random meta-action at every decision, :class:`~meta.rlvr.learned.RandomGroupSize`) and ``meta`` (the
+trained policy, :class:`~meta.rlvr.learned.LearnedGroupSize`). A controller arm decides before every phase from the
+previous phase's feedback, exactly as the meta-env shows it to the agent.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def arm_names(grid: list[int] | tuple[int, ...], adaptive: tuple[str, ...] = ADA
 def _arm_parts(
     arm: str, cfg: RLVRMetaConfig, domain: RunDomain, policy: str | None
 ) -> tuple[Allocator, GroupSizeController | None]:
-    from meta.rlvr.benchmark import ARMS
+    from experiments.rlvr.allocator_benchmark import ARMS
 
     if arm.startswith("fixed:"):
         return Uniform(int(arm.split(":", 1)[1])), None

@@ -1,7 +1,7 @@
 """The PETS benchmark (issue "Planning on the learned model"): env steps to threshold and planning latency.
 
 Arms ``pets_cem`` and ``pets_mppi`` run :class:`~planning.mpc.pets.PETS` under the evaluation protocol of the MBPO
-benchmark (``mbrl.benchmark``): the same thresholds, a deterministic evaluation of ``eval_episodes`` episodes
+benchmark (:mod:`experiments.mbrl.arms`): the same thresholds, a deterministic evaluation of ``eval_episodes`` episodes
 every ``eval_every`` env steps with the evaluation env reseeded to ``seed + 10_000``, and the same warm-up of uniform
 random steps. A PETS run stops at its first evaluation that reaches the threshold (``PETSConfig.stop_at_return``):
 steps to threshold is the only target and planning is the expensive part. MBPO and SAC at one update per step are
@@ -9,7 +9,7 @@ read from the MBPO benchmark's run records for the same seeds, so their numbers 
 
 Every finished run is saved at once (:func:`collect_pets_runs`) and reused by a rerun with the same settings, so a
 killed benchmark resumes where it stopped. ``experiments/mbrl/pets.py`` is the benchmark's command line;
-:func:`quick_bench` is its line in ``rolloutlab bench`` (``--only mpc``).
+:mod:`experiments.mbrl.pets_quick` is its line in ``rolloutlab bench`` (``--only mpc``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from mbrl.benchmark import PROTOCOL as MBPO_PROTOCOL
-from mbrl.benchmark import THRESHOLDS, median_censored, median_steps, steps_to_threshold
-from rolloutlab.bench import BenchLine
-from rolloutlab.checkpoint import atomic_write_json
+from experiments.mbrl.arms import PROTOCOL as MBPO_PROTOCOL
+from experiments.mbrl.sample_efficiency_stats import median_censored, median_steps, steps_to_threshold
+from experiments.sweep import Unit, grid, run_sweep
 
 PETS_ARMS = {"pets_cem": "cem", "pets_mppi": "mppi"}
 #: The issue's targets: median env steps to threshold for PETS (CEM), and planning time per env step.
@@ -134,21 +133,21 @@ def collect_pets_runs(
     """
     partial_dir.mkdir(parents=True, exist_ok=True)
     expected = json.loads(json.dumps(dataclasses.asdict(settings)))
-    records = []
-    for seed in seeds:
-        for arm in arms:
-            path = partial_dir / f"{arm}__{seed}.json"
-            if path.exists():
-                record = json.loads(path.read_text())
-                if record.get("settings") != expected:
-                    raise ValueError(f"{path} was made under other settings; delete it or use another --tag")
-            else:
-                record = run(arm, settings, seed)
-                atomic_write_json(path, record)
-                if on_run is not None:
-                    on_run(record)
-            records.append(record)
-    return records
+
+    def reuse(unit: Unit, record: dict[str, Any]) -> bool:
+        if record.get("settings") != expected:
+            raise ValueError(f"{unit.path} was made under other settings; delete it or use another --tag")
+        return True
+
+    def report(unit: Unit, record: dict[str, Any], records: dict[Unit, dict[str, Any]]) -> None:
+        if on_run is not None:
+            on_run(record)
+
+    units = grid(arms, seeds, partial_dir)
+    records = run_sweep(
+        units, lambda unit: run(unit.arm, settings, unit.seed), reuse=reuse, on_record=report, show_progress=False
+    )
+    return list(records.values())
 
 
 def mbpo_reference(results: Path, env_id: str) -> tuple[list[dict[str, Any]], int | None]:
@@ -196,7 +195,7 @@ def summarize_env(
     Args:
         settings: The env's PETS settings.
         records: Its PETS run records.
-        reference_runs: MBPO benchmark run records (``mbrl.benchmark``) for the same env. Of those, the
+        reference_runs: MBPO benchmark run records (:mod:`experiments.mbrl.arms`) for the same env. Of those, the
             seeds the PETS runs used give ``sac_utd1`` and ``mbpo``: the ``mbpo:*`` arm with the lowest median steps
             over these seeds (one arm for all seeds, as that benchmark picks its ``mbpo_arm``). An arm missing any
             of the seeds is left out.
@@ -231,7 +230,8 @@ def summarize_env(
         item["plan_ms_met"] = bool(item["plan_ms_p50"] <= PLAN_MS_TARGET)
         entry[arm] = item
     if reference_runs and reference_budget is not None:
-        from mbrl.benchmark import SAC_UTD1, best_by_median, is_mbpo
+        from experiments.mbrl.arms import SAC_UTD1, is_mbpo
+        from experiments.mbrl.sample_efficiency_stats import best_by_median
 
         def steps_of(arm: str) -> list[int | None]:
             by_seed = {int(r["seed"]): r for r in reference_runs if r["arm"] == arm}
@@ -279,39 +279,3 @@ def pets_table(envs: Mapping[str, Mapping[str, Any]]) -> str:
                 f"| {met} |"
             )
     return "\n".join(lines) + "\n"
-
-
-#: The quick bench: CEM on Pendulum-v1 with the committed benchmark's budget, its first three seeds.
-QUICK_ENV = "Pendulum-v1"
-QUICK_SEEDS = (0, 1, 2)
-QUICK_BUDGET = 2000
-FULL_COMMAND = "OMP_NUM_THREADS=1 python experiments/mbrl/pets.py --envs Pendulum-v1 --budget 2000"
-
-
-def quick_bench(out_dir: Path, seeds: Sequence[int] = QUICK_SEEDS) -> list[BenchLine]:
-    """``rolloutlab bench --only mpc``: PETS (CEM) on Pendulum-v1 for ``seeds`` under the benchmark's protocol.
-
-    The full benchmark's Pendulum half at fewer seeds and one arm (each run stops at the threshold, about a minute
-    here), against the issue's targets: median env steps to threshold <= 1000 and planning p50 <= 50 ms per step.
-    Writes ``quick_pets.json`` (the summary entry and the runs) into ``out_dir``.
-    """
-    started = time.perf_counter()
-    settings = PETSSettings(env_id=QUICK_ENV, threshold=THRESHOLDS[QUICK_ENV], budget=QUICK_BUDGET)
-    records = [run_pets("pets_cem", settings, seed) for seed in seeds]
-    entry = summarize_env(settings, records)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out_dir / "quick_pets.json", {"entry": entry, "runs": records})
-    cem = entry["pets_cem"]
-    return [
-        BenchLine(
-            pillar="mpc",
-            benchmark=f"PETS (CEM) {QUICK_ENV}, {len(seeds)} seeds, budget {QUICK_BUDGET}",
-            metric="median env steps to threshold",
-            value=cem["median_steps_to_threshold"],
-            target=f"<= {STEP_TARGETS[QUICK_ENV]} steps, plan p50 <= {PLAN_MS_TARGET:.0f} ms",
-            passed=bool(cem["steps_met"] and cem["plan_ms_met"]),
-            seconds=time.perf_counter() - started,
-            command=FULL_COMMAND,
-            details={k: cem[k] for k in ("steps_to_threshold", "plan_ms_p50", "plan_ms_p95", "seconds_median")},
-        )
-    ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from meta.rollout_length.benchmark import EvalUnit, pending_units, record_unit
+from experiments.meta.rollout_length_protocol import EvalUnit, pending_units, record_unit
 from rolloutlab.checkpoint import atomic_write_json
 
 

@@ -1,0 +1,1 @@
+"""Benchmark protocol and experiment scripts of the mbrl pillar."""

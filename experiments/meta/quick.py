@@ -1,0 +1,92 @@
+"""The meta pillar's line in ``rolloutlab bench``, at a size of a few minutes.
+
+1. Inner env-steps per second of one meta-training round in the experiment's regime (the gate's Acrobot learner,
+   B = 2 runs, 2.8k of its 8k steps: one world-model refit at 2k, then lookahead): the cost that decides how many
+   meta-episodes are affordable. Later refits see more data, so the full run is somewhat slower per step. The
+   protocol (>= 500 meta-episodes of 8k steps in <= 2 h) needs about 560 steps/s.
+2. Whether a DQN meta-agent learns a better-than-random schedule on the analytic toy learner
+   (:mod:`meta.rollout_length.toy`), whose best schedule is known to increase K as data accumulates: META's final J
+   minus the random meta-policy's, same seeds.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from meta.rollout_length.evaluate import arm_key, compare, run_arm
+from rolloutlab.bench import BenchLine
+
+_FULL = "OMP_NUM_THREADS=1 python experiments/meta/rollout_length.py"
+#: The issue's protocol: 504 meta-episodes of 8k inner steps in 2 h.
+_NEEDED_STEPS_PER_SECOND = 504 * 8_000 / 7_200
+#: The experiment's meta-MDP preset (the gate's learner).
+_PRESET = Path(__file__).resolve().parent / "presets" / "acrobot_gate_8k_converged.yaml"
+
+
+def _throughput() -> BenchLine:
+    from meta.control.training import MetaTrainConfig
+    from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv
+    from rolloutlab.config import load_yaml
+
+    started = time.perf_counter()
+    cfg = load_yaml(MetaTrainConfig, _PRESET).env
+    assert isinstance(cfg, MetaEnvConfig), f"{_PRESET} is not a rollout-length preset"
+    cfg.budget, cfg.phase_length = 2_800, 700
+    runs = 2
+    venv = MetaVecEnv(cfg, num_runs=runs, seed=0)
+    venv.reset()
+    t0 = time.perf_counter()
+    for _ in range(cfg.horizon):
+        venv.step_async(np.full(runs, 2))  # UP every decision
+        venv.step_wait()
+    rate = runs * cfg.horizon * cfg.phase_length / (time.perf_counter() - t0)
+    return BenchLine(
+        pillar="meta",
+        benchmark=f"meta round, the gate's Dyna-DQN (Acrobot, B={runs}, {cfg.horizon * cfg.phase_length} steps)",
+        metric="inner env-steps/s",
+        value=round(rate, 1),
+        target=f">= {_NEEDED_STEPS_PER_SECOND:.0f} for 504x8k meta-episodes in 2 h",
+        passed=rate >= _NEEDED_STEPS_PER_SECOND,
+        seconds=time.perf_counter() - started,
+        command=_FULL,
+        details={"runs": runs, "steps": cfg.horizon * cfg.phase_length, "phase_length": cfg.phase_length},
+    )
+
+
+def _toy_learning(out_dir: Path) -> BenchLine:
+    from meta.control.training import MetaAgentConfig, MetaTrainConfig, MetaTrainer
+    from meta.rollout_length.env import MetaEnvConfig
+
+    started = time.perf_counter()
+    env = MetaEnvConfig(budget=50_000, phase_length=5_000, inner="toy")
+    cfg = MetaTrainConfig(
+        env=env, agent=MetaAgentConfig(learning_starts=100, net_arch=[32, 32]), episodes=200, runs_per_round=20
+    )
+    MetaTrainer(cfg, out_dir / "toy-meta", show_progress=False).train()
+    policy = out_dir / "toy-meta" / "meta_policy.pt"
+    specs = (f"learned:{policy}", "random:0,32", "fixed:0", "inc:32")
+    arms = {arm_key(spec): run_arm(spec, env, runs=20, seed=7, physics={}) for spec in specs}
+    margin = arms["meta"]["mean"] - arms["random:0,32"]["mean"]
+    return BenchLine(
+        pillar="meta",
+        benchmark="DQN meta-agent on the toy learner (200 meta-episodes)",
+        metric="META − random final J",
+        value=round(margin, 2),
+        target="> 0",
+        passed=margin > 0,
+        seconds=time.perf_counter() - started,
+        command="rolloutlab bench --only meta",
+        details={name: {"mean": r["mean"], "se": r["se"]} for name, r in arms.items()} | compare(arms),
+    )
+
+
+def quick_bench(out_dir: Path) -> list[BenchLine]:
+    """Run both quick measurements; see the module docstring."""
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [_throughput(), _toy_learning(out_dir)]
