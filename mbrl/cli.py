@@ -156,10 +156,6 @@ def train(
     typer.echo(f"done: {run.env_steps} env steps, final eval return {final:.1f}; results in {run.run_dir}")
 
 
-#: v2: the rollout-length driver state replaces "controller"; v3: the episode in progress is replayed on resume.
-DYNA_CHECKPOINT_KIND = "dyna-cli-run-v3"
-
-
 def _train_dyna(
     env: str,
     steps: int | None,
@@ -170,33 +166,25 @@ def _train_dyna(
     out: Path,
     device: str | None,
 ) -> None:
-    """One Dyna-DQN run: a ``BatchedDynaDQN`` with a single run, the controller asked for K before every phase."""
+    """One Dyna-DQN run (:class:`mbrl.algorithms.dyna.DynaDQN`): rl-zoo's DQN values for the env, then the preset."""
     import dataclasses
 
     import gymnasium as gym
     import yaml
 
-    from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
-    from mbrl.phases import RolloutLengthDriver
-    from meta.control import make_controller
-    from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-    from rolloutlab.config import ConfigError, from_dict, to_dict
-    from rolloutlab.logs import make_logger
-    from rolloutlab.runs import make_run_dir, write_result
+    from mbrl.algorithms.dyna import DynaConfig, DynaDQN
+    from rolloutlab.checkpoint import CheckpointError
+    from rolloutlab.config import ConfigError, from_dict
+    from rolloutlab.device import DeviceError
+    from rolloutlab.runs import make_run_dir
 
     if resume is not None:
         try:
-            envelope = load_checkpoint(resume / "checkpoint.pt", kind=DYNA_CHECKPOINT_KIND)
+            run = DynaDQN.resume(resume, device=device)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
-        meta = envelope["config"]
-        env, seed, spec = str(meta["env_id"]), int(meta["seed"]), str(meta["controller"])
-        if device is not None:
-            # Continue on another device; the checkpoints written from here on say so.
-            meta = {**meta, "dyna": {**meta["dyna"], "device": device}}
-        cfg = from_dict(DynaConfig, meta["dyna"])
-        _check_device(cfg.device)
-        run_dir = resume
+        except DeviceError as exc:
+            raise typer.BadParameter(f"{exc}; choose another with --device", param_hint="--device") from exc
     else:
         spec = controller or "fixed:1"
         _check_controller(spec)
@@ -212,37 +200,16 @@ def _train_dyna(
         except (ConfigError, ValueError, OSError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--config/--env") from exc
         _check_device(cfg.device)
-        meta = {"env_id": env, "seed": seed, "controller": spec, "dyna": to_dict(cfg)}
-        run_dir = make_run_dir(f"dyna-{env}", seed, root=out, config=meta)
-    algo = BatchedDynaDQN([lambda: gym.make(env)], cfg, seed=seed, run_seeds=[seed])
-    logger = make_logger(run_dir)
-    driver = RolloutLengthDriver([make_controller(spec)], k_cap=cfg.k_cap, logger=logger)
-    evals: list[list[float]] = []
-    if resume is not None:
-        state = envelope["state"]
-        algo.load_state_dict(state["algo"])
-        driver.load_state_dict(state["driver"])
-        evals = [list(e) for e in state["evals"]]
-
-    def after_phase(feedback: list[dict[str, float]]) -> None:
-        fb = feedback[0]
-        evals.append([int(algo.steps_done), float(fb["mean_return"])])
-        logger.record("eval/mean_reward", fb["mean_return"])
-        # The same per-horizon disagreement and sample-count keys as MBPO logs (docs/mbrl.md).
-        for h, value in enumerate(algo.last_disagreement_by_step[0]):
-            logger.record(f"meta/disagreement_h{h + 1}", value)
-        logger.record("model/real_samples", len(algo.real))
-        logger.record("model/model_samples", len(algo.model_buffers[0]))
-        logger.dump(int(algo.steps_done))
-        state = {"algo": algo.state_dict(), "driver": driver.state_dict(), "evals": evals}
-        save_checkpoint(run_dir / "checkpoint.pt", state, kind=DYNA_CHECKPOINT_KIND, config=meta)
-
-    driver.run(algo, on_phase=after_phase)
-    result: dict[str, Any] = {"algo": "dyna", "env_id": env, "seed": seed, "controller": spec}
-    result.update(env_steps=int(algo.steps_done), episodes=int(algo.episodes[0]), eval=evals)
-    write_result(run_dir, result)
-    final = evals[-1][1] if evals else float("nan")
-    typer.echo(f"done: {algo.steps_done} env steps, final greedy return {final:.1f}; results in {run_dir}")
+        run_dir = make_run_dir(f"dyna-{env}", seed, root=out)
+        try:
+            run = DynaDQN(env, cfg, seed=seed, controller=spec, run_dir=run_dir)
+        except (ValueError, TypeError, gym.error.Error) as exc:
+            # Refused before any work (continuous actions, an unknown env id): leave no run directory behind.
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise typer.BadParameter(str(exc), param_hint="--env/--config") from exc
+    run.learn()
+    final = run.eval_history[-1][1] if run.eval_history else float("nan")
+    typer.echo(f"done: {run.env_steps} env steps, final greedy return {final:.1f}; results in {run.run_dir}")
 
 
 @app.command()

@@ -13,6 +13,19 @@ exactly. :class:`ModelBasedRun` owns that loop and that state; a subclass suppli
 
 The episode in progress is checkpointed as its reset seed and actions (:class:`rolloutlab.run_state.EpisodeReplay`)
 and replayed on resume, so a run killed at a checkpoint and resumed ends as the uninterrupted run does.
+
+Every learner's run (Dyna-DQN's too) is built from an environment, given as a registered id or as a
+``gymnasium.Env`` object, and a rollout-length controller, given as a spec string or as a
+:class:`~meta.control.RolloutLengthController` object; :func:`config_with_inputs`, :func:`eval_env_factory` and
+:func:`check_resume_inputs` are the rules they share:
+
+* an env id is made with :func:`make_env`, for training and again for every evaluation; an env object is trained on
+  as it is, and evaluations use ``eval_env`` if one is given, else a second env made with ``gym.make(env.spec)`` (the
+  same id, keyword arguments and recorded wrappers), else (no spec) the run refuses to start;
+* the config records the env's id (``env.spec.id``, or the class name of an unregistered env) and the controller's
+  spec, or ``repr`` of a controller object;
+* a run built from objects records which ones in its checkpoint, and resuming it needs them again (fresh ones built
+  the same way): ``resume(run_dir, env=..., controller=...)``; the checkpoint restores their state.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ import abc
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -35,7 +48,7 @@ from mbrl.buffers import TransitionBuffer
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import RolloutLengthDriver
 from mbrl.termination import termination_fn
-from meta.control import make_controller
+from meta.control import RolloutLengthController, make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, save_yaml, to_dict
 from rolloutlab.device import resolve_device
@@ -44,9 +57,27 @@ from rolloutlab.run_state import EpisodeReplay, capture_rng, restore_rng
 from rolloutlab.runs import make_run_dir, write_result
 from rolloutlab.seeding import seed_everything
 
-__all__ = ["CHECKPOINT_NAME", "ModelBasedRun", "RunConfig", "episode_seed", "make_env"]
+__all__ = [
+    "CHECKPOINT_NAME",
+    "ControllerInput",
+    "EnvInput",
+    "ModelBasedRun",
+    "RunConfig",
+    "check_resume_inputs",
+    "config_with_inputs",
+    "env_id_of",
+    "episode_seed",
+    "eval_env_factory",
+    "given_objects",
+    "make_env",
+]
 
 CHECKPOINT_NAME = "checkpoint.pt"
+
+#: What a run's environment is built from: a registered id or the env itself.
+EnvInput = str | gym.Env
+#: What a run's rollout-length controller is built from: a spec such as ``fixed:5`` or the controller itself.
+ControllerInput = str | RolloutLengthController
 
 
 def make_env(env_id: str) -> gym.Env:
@@ -54,6 +85,89 @@ def make_env(env_id: str) -> gym.Env:
     import envs  # noqa: F401  (registers the rolloutlab/ ids)
 
     return gym.make(env_id)
+
+
+def env_id_of(env: gym.Env) -> str:
+    """The id an env object was made from (``env.spec.id``), or its class name when it was not made by ``gym.make``.
+
+    Runs look up the env's known termination and reward functions by this id and name their directories after it.
+    """
+    spec = env.spec
+    return spec.id if spec is not None else type(env.unwrapped).__name__
+
+
+class _KeepOpen(gym.Wrapper[Any, Any, Any, Any]):
+    """A caller's evaluation env, handed out for every evaluation: evaluations close the envs they are given, and
+    this one is used again by the next."""
+
+    def close(self) -> None:
+        """Leave the wrapped env open."""
+
+
+def eval_env_factory(env: EnvInput, eval_env: gym.Env | None = None) -> Callable[[], gym.Env]:
+    """How a run makes the environments it evaluates on (see the module docstring for the rules).
+
+    Args:
+        env: The training env's id or object.
+        eval_env: An env object to evaluate on (reset with the evaluation's seeds every time, never closed).
+
+    Returns:
+        A factory called once per evaluation (MBPO: once for SB3's evaluation env, and per controller decision for
+        the model-error episodes).
+
+    Raises:
+        ValueError: ``env`` is an object that ``gym.make`` cannot make again (no spec, or wrappers gymnasium cannot
+            rebuild) and no ``eval_env`` was given.
+    """
+    if eval_env is not None:
+        return lambda: _KeepOpen(eval_env)
+    if isinstance(env, str):
+        return lambda: make_env(env)
+    spec = env.spec
+    advice = "pass eval_env=<a second env made the same way> for evaluation"
+    if spec is None:
+        raise ValueError(f"{type(env.unwrapped).__name__} was not made by gym.make (it has no spec); {advice}")
+    try:
+        gym.make(spec).close()  # refuse now rather than at the first evaluation
+    except Exception as exc:
+        raise ValueError(f"gym.make cannot make {spec.id} again from its spec ({exc}); {advice}") from exc
+    return lambda: gym.make(spec)
+
+
+def given_objects(env: EnvInput | None, controller: ControllerInput | None) -> list[str]:
+    """Which of a run's inputs were objects (``"env"``, ``"controller"``): resuming the run needs them again."""
+    objects = [] if env is None or isinstance(env, str) else ["env"]
+    return objects + ([] if controller is None or isinstance(controller, str) else ["controller"])
+
+
+def check_resume_inputs(
+    run_dir: str | Path, objects: Sequence[str], env: EnvInput | None, controller: ControllerInput | None
+) -> None:
+    """Refuse to resume a run built from an env or controller object without one passed again.
+
+    Raises:
+        ValueError: The checkpoint in ``run_dir`` lists an object in ``objects`` that is ``None`` here.
+    """
+    missing = [name for name, given in (("env", env), ("controller", controller)) if name in objects and given is None]
+    if missing:
+        wanted = ", ".join(f"{name}=..." for name in missing)
+        raise ValueError(
+            f"the run in {run_dir} was built from {' and '.join(missing)} object(s), which a checkpoint does not "
+            f"hold; resume it with resume(run_dir, {wanted}), passing fresh ones made the same way (their saved "
+            "state is restored into them)"
+        )
+
+
+def config_with_inputs(cfg: Any, env: EnvInput | None, controller: ControllerInput | None) -> Any:
+    """``cfg`` (a run config with ``env_id`` and ``controller`` fields) with those fields set from the run's inputs:
+    an id or spec as given, an env object's :func:`env_id_of`, a controller object's ``repr``; ``None`` keeps the
+    config's value."""
+    changes: dict[str, str] = {}
+    if env is not None:
+        changes["env_id"] = env if isinstance(env, str) else env_id_of(env)
+    if controller is not None:
+        changes["controller"] = controller if isinstance(controller, str) else repr(controller)
+    return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -90,6 +204,10 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` creates ``runs/<name>-<env>__<seed>__<time>``.
         logger: An SB3 logger; ``None`` makes one writing stdout, CSV and TensorBoard into ``run_dir``.
         log_formats: Formats for the default logger.
+        env: The env to train on, an id or a ``gymnasium.Env`` object, instead of ``cfg.env_id`` (module docstring).
+        eval_env: An env object to evaluate on (default: made like ``env``).
+        controller: The rollout-length controller, a spec or an object, instead of ``cfg.controller``; an object is
+            used as it is (its ``state_dict`` is checkpointed).
 
     Attributes:
         env_steps: Real env steps taken so far (the unit of every budget).
@@ -119,10 +237,19 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         run_dir: str | Path | None = None,
         logger: Logger | None = None,
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
+        *,
+        env: EnvInput | None = None,
+        eval_env: gym.Env | None = None,
+        controller: ControllerInput | None = None,
     ) -> None:
+        cfg = config_with_inputs(cfg, env, controller)
         self.cfg = cfg
         self.device = resolve_device(cfg.device)  # before the run directory: a refused device leaves nothing behind
-        self.env = make_env(cfg.env_id)
+        #: Which inputs were objects (``"env"``, ``"controller"``), recorded in checkpoints for :meth:`resume`.
+        self.given_objects = given_objects(env, controller)
+        self.env = env if isinstance(env, gym.Env) else make_env(cfg.env_id)
+        #: Makes the envs evaluations run on (:func:`eval_env_factory`).
+        self.make_eval_env = eval_env_factory(env if isinstance(env, gym.Env) else cfg.env_id, eval_env)
         obs_space, act_space = self.env.observation_space, self.env.action_space
         if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
             raise ValueError(f"{self.name.upper()} needs a flat Box observation space, {cfg.env_id} has {obs_space}")
@@ -149,7 +276,10 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
             model_cfg = dataclasses.replace(model_cfg, learned_termination=True)
         self.model = DynamicsModel(self.obs_dim, self.act_dim, False, model_cfg, seed=cfg.seed, device=self.device)
         self.real = TransitionBuffer(cfg.real_buffer_size, self.obs_dim, self.act_dim)
-        self.driver = RolloutLengthDriver([make_controller(cfg.controller)])
+        rollout_controller = (
+            controller if isinstance(controller, RolloutLengthController) else make_controller(cfg.controller)
+        )
+        self.driver = RolloutLengthDriver([rollout_controller])
         self.logger = logger if logger is not None else make_logger(self.run_dir, log_formats)
         self.driver.logger = self.logger
 
@@ -315,6 +445,7 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
                 "return": self._episode_return,
                 **self._episode_extra(),
             },
+            "given_objects": list(self.given_objects),
             **self._extra_state(),
         }
 
@@ -352,7 +483,16 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         return save_checkpoint(target, self.state_dict(), kind=self.checkpoint_kind, config=to_dict(self.cfg))
 
     @classmethod
-    def resume(cls, run_dir: str | Path, logger: Logger | None = None, device: str | None = None) -> Self:
+    def resume(
+        cls,
+        run_dir: str | Path,
+        logger: Logger | None = None,
+        device: str | None = None,
+        *,
+        env: EnvInput | None = None,
+        eval_env: gym.Env | None = None,
+        controller: ControllerInput | None = None,
+    ) -> Self:
         """Rebuild a run from its latest checkpoint; :meth:`learn` then continues it to the same budget.
 
         Args:
@@ -361,17 +501,24 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
             device: Continue on this device instead of the saved one (a run checkpointed on a GPU continues on a
                 machine without one). The resumed run is exact on the device it was saved from; on another device
                 the arithmetic (and draws from a device's own generator, such as SAC's action noise) differ.
+            env: The env, needed again if the run was built from an env object (a fresh one made the same way);
+                default: the saved ``env_id``.
+            eval_env: As for the constructor.
+            controller: The controller, needed again if the run was built from a controller object (a fresh one;
+                its saved state is restored into it); default: the saved spec.
 
         Raises:
             rolloutlab.checkpoint.CheckpointError: No readable checkpoint of this kind in ``run_dir``.
+            ValueError: The run was built from an env or controller object and none is passed here.
         """
         run_dir = Path(run_dir)
         envelope = load_checkpoint(run_dir / CHECKPOINT_NAME, kind=cls.checkpoint_kind)
+        check_resume_inputs(run_dir, envelope["state"].get("given_objects", []), env, controller)
         cfg = from_dict(cls.config_type, envelope["config"])
         if device is not None:
             cfg = dataclasses.replace(cfg, device=device)
         # make_logger keeps the interrupted session's progress.csv as progress.N.csv (SB3's writer would truncate it).
-        run = cls(cfg, run_dir=run_dir, logger=logger)
+        run = cls(cfg, run_dir=run_dir, logger=logger, env=env, eval_env=eval_env, controller=controller)
         run.load_state_dict(envelope["state"])
         run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
         return run

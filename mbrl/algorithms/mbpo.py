@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3 import SAC
@@ -35,7 +36,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from mbrl.algorithms.base import ModelBasedRun, make_env
+from mbrl.algorithms.base import ControllerInput, EnvInput, ModelBasedRun, config_with_inputs
 from mbrl.buffers import MixedReplayBuffer, ModelBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import ModelConfig
@@ -130,13 +131,24 @@ class MBPOConfig:
 
 
 class MBPO(ModelBasedRun[MBPOConfig]):
-    """The MBPO driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
+    """The MBPO driver. Build with a config, an env and a controller, call :meth:`learn`; :meth:`resume` continues a
+    checkpointed run.
+
+    ::
+
+        run = MBPO(MBPOConfig(total_steps=5_000), env=gym.make("Pendulum-v1"), controller=Fixed(1)).learn()
 
     Args:
-        cfg: The run's configuration.
+        cfg: The run's configuration (default: the config class's defaults).
         run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` creates ``runs/mbpo-<env>__<seed>__<time>``.
         logger: An SB3 logger; ``None`` makes one writing stdout, CSV and TensorBoard into ``run_dir``.
         log_formats: Formats for the default logger.
+        env: The env to train on, instead of ``cfg.env_id``: an id, or a ``gymnasium.Env`` object trained on as it
+            is (``cfg.env_id`` becomes its id); evaluations then use ``eval_env``, else ``gym.make(env.spec)``.
+        eval_env: An env object to evaluate on (reset with the evaluation seeds each time).
+        controller: The rollout-length controller, instead of ``cfg.controller``: a spec, or a
+            :class:`~meta.control.RolloutLengthController` object used as it is (its state is checkpointed).
+            A run built from an env or controller object resumes with ``resume(run_dir, env=..., controller=...)``.
 
     Attributes:
         sac: SB3's SAC, trained on :attr:`real` and :attr:`model_buffer` mixed.
@@ -152,18 +164,23 @@ class MBPO(ModelBasedRun[MBPOConfig]):
 
     def __init__(
         self,
-        cfg: MBPOConfig,
+        cfg: MBPOConfig | None = None,
         run_dir: str | Path | None = None,
         logger: Logger | None = None,
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
+        *,
+        env: EnvInput | None = None,
+        eval_env: gym.Env | None = None,
+        controller: ControllerInput | None = None,
     ) -> None:
+        cfg = config_with_inputs(cfg if cfg is not None else MBPOConfig(), env, controller)
         if cfg.total_steps < 1 or cfg.updates_per_step < 0 or cfg.eval_every < 0 or cfg.checkpoint_every < 0:
             raise ValueError(
                 "MBPO needs total_steps >= 1 and updates_per_step, eval_every, checkpoint_every >= 0; got "
                 f"{cfg.total_steps}, {cfg.updates_per_step}, {cfg.eval_every}, {cfg.checkpoint_every}"
             )
-        super().__init__(cfg, run_dir, logger, log_formats)
-        self.eval_env = DummyVecEnv([lambda: Monitor(make_env(cfg.env_id))])
+        super().__init__(cfg, run_dir, logger, log_formats, env=env, eval_env=eval_env, controller=controller)
+        self.eval_env = DummyVecEnv([lambda: Monitor(self.make_eval_env())])
         self.model_env = ModelEnv(self.model, self.done_fn, self.obs_dim, (self.act_dim,), np.float32)
         self.model_buffer = ModelBuffer(cfg.model_retain_epochs, self.obs_dim, self.act_dim)
 
@@ -279,7 +296,7 @@ class MBPO(ModelBasedRun[MBPOConfig]):
                 "disagreement_mean": nan,
                 "disagreement_at_k": nan,
             }
-        env = make_env(cfg.env_id)
+        env = self.make_eval_env()
         max_steps = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
         starts, returns, lengths = [], [], []
         for e in range(cfg.model_error_episodes):

@@ -25,7 +25,7 @@ class InnerLearner(Protocol):
         per-step truncation of its imagined rollouts).
 
         Returns:
-            One feedback dict per run with at least the keys in :data:`mbrl.algorithms.dyna.FEEDBACK_KEYS`.
+            One feedback dict per run with at least the keys in :data:`mbrl.phases.FEEDBACK_KEYS`.
         """
         ...
 

@@ -24,22 +24,24 @@ machine and thread count).
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3.common.logger import Logger
 
-from mbrl.algorithms.base import ModelBasedRun, make_env
+from mbrl.algorithms.base import ControllerInput, EnvInput, ModelBasedRun, config_with_inputs
 from mbrl.models import ModelConfig
 from mbrl.phases import FEEDBACK_KEYS, truncator_of
 from mbrl.rewards import known_env_names as known_reward_envs
 from mbrl.rewards import reward_fn
-from meta.control import make_controller
+from meta.control import RolloutLengthController, make_controller
 from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
 from planning.mpc.planner import MPCPlanner
 from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
@@ -113,8 +115,13 @@ class PETSConfig:
     model: ModelConfig = field(default_factory=_pets_model_config)
 
 
-def check_config(cfg: PETSConfig) -> int:
+def check_config(cfg: PETSConfig, controller: RolloutLengthController | None = None) -> int:
     """Refuse a configuration that cannot run, before any work starts; returns the first planning horizon.
+
+    Args:
+        cfg: The run's configuration.
+        controller: The run's controller object (default: built from ``cfg.controller``); a copy of it is asked
+            for the first horizon, so the run's own controller starts untouched.
 
     Raises:
         ValueError: unknown optimizer / propagation / reward source, a non-positive period, or a controller whose
@@ -136,7 +143,7 @@ def check_config(cfg: PETSConfig) -> int:
             "total_steps, model_train_freq and initial_random_steps must be >= 1 (the planner needs a fitted model), "
             f"got {cfg.total_steps}, {cfg.model_train_freq}, {cfg.initial_random_steps}"
         )
-    controller = make_controller(cfg.controller)
+    controller = make_controller(cfg.controller) if controller is None else copy.deepcopy(controller)
     if truncator_of(controller) is not None:
         raise ValueError(f"{cfg.controller!r} truncates imagined rollouts per step; PETS needs a horizon controller")
     probe = {key: math.nan for key in FEEDBACK_KEYS}
@@ -148,13 +155,24 @@ def check_config(cfg: PETSConfig) -> int:
 
 
 class PETS(ModelBasedRun[PETSConfig]):
-    """The PETS driver. Build with a config, call :meth:`learn`; :meth:`resume` continues a checkpointed run.
+    """The PETS driver. Build with a config, an env and a horizon controller, call :meth:`learn`; :meth:`resume`
+    continues a checkpointed run.
+
+    ::
+
+        run = PETS(PETSConfig(total_steps=1_000), env="Pendulum-v1", controller="fixed:15").learn()
 
     Args:
-        cfg: The run's configuration (checked by :func:`check_config`).
+        cfg: The run's configuration (default: the config class's defaults) (checked by :func:`check_config`).
         run_dir: Where logs, checkpoints and ``result.json`` go; ``None`` creates ``runs/pets-<env>__<seed>__<time>``.
         logger: An SB3 logger; ``None`` makes one writing stdout, CSV and TensorBoard into ``run_dir``.
         log_formats: Formats for the default logger.
+        env: The env to train on, instead of ``cfg.env_id``: an id, or a ``gymnasium.Env`` object trained on as it
+            is (``cfg.env_id`` becomes its id); evaluations then use ``eval_env``, else ``gym.make(env.spec)``.
+        eval_env: An env object to evaluate on (reset with the evaluation seeds each time).
+        controller: The rollout-length controller, instead of ``cfg.controller``: a spec, or a
+            :class:`~meta.control.RolloutLengthController` object used as it is (its state is checkpointed).
+            A run built from an env or controller object resumes with ``resume(run_dir, env=..., controller=...)``.
 
     Attributes:
         planner: The training planner (its ``latencies`` are the per-step planning times).
@@ -171,14 +189,19 @@ class PETS(ModelBasedRun[PETSConfig]):
 
     def __init__(
         self,
-        cfg: PETSConfig,
+        cfg: PETSConfig | None = None,
         run_dir: str | Path | None = None,
         logger: Logger | None = None,
         log_formats: tuple[str, ...] = ("stdout", "csv", "tensorboard"),
+        *,
+        env: EnvInput | None = None,
+        eval_env: gym.Env | None = None,
+        controller: ControllerInput | None = None,
     ) -> None:
-        first_horizon = check_config(cfg)
-        super().__init__(cfg, run_dir, logger, log_formats)
-        self.eval_env = make_env(cfg.env_id)
+        cfg = config_with_inputs(cfg if cfg is not None else PETSConfig(), env, controller)
+        first_horizon = check_config(cfg, controller if isinstance(controller, RolloutLengthController) else None)
+        super().__init__(cfg, run_dir, logger, log_formats, env=env, eval_env=eval_env, controller=controller)
+        self.eval_env = self.make_eval_env()
         self.evaluator = TrajectoryEvaluator(
             self.model,
             reward_fn(cfg.env_id) if cfg.reward == "known" else None,

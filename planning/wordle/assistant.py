@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from envs.wordle_rules import GREEN, GREY, YELLOW, WordLists, encode_pattern, feedback, parse_word_list
+from planning.wordle.alternatives import Alternative
 from planning.wordle.model import WordleBelief
-from planning.wordle.solver import Alternative, WordleSolver
+from planning.wordle.solver import WordleSolver
 
 _SYMBOLS: dict[str, int] = {
     "g": GREEN,

@@ -15,16 +15,41 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from planning.wordle.model import WordleBelief
-from planning.wordle.solver import BOOK_ALTERNATIVES, Alternative
+from envs.wordle_rules import WordLists
+from planning.wordle.alternatives import BOOK_ALTERNATIVES, Alternative
+from planning.wordle.model import WordleBelief, WordleModel
 from planning.wordle.table import cache_dir, lists_digest
 
-if TYPE_CHECKING:
-    from planning.wordle.solver import WordleSolver
-
 _FORMAT = "rolloutlab-wordle-book-v2"
+
+
+class _Policy(Protocol):
+    def act(self, belief: WordleBelief, depth: int) -> int: ...
+
+
+class _Evaluator(Protocol):
+    @property
+    def policy(self) -> _Policy: ...
+
+
+class BookSolver(Protocol):
+    """What the book needs of its solver (:class:`planning.wordle.solver.WordleSolver` has it): the book receives
+    the solver rather than importing the solver's module, which imports this one."""
+
+    config: Any  # a dataclass (SolverConfig): every field but ``lists`` keys the cache file
+    lists: WordLists
+    model: WordleModel
+
+    @property
+    def evaluator(self) -> _Evaluator: ...
+
+    def opener(self) -> int: ...
+
+    def root(self) -> WordleBelief: ...
+
+    def compute_alternatives(self, belief: WordleBelief, depth: int, n: int = 5) -> list[Alternative]: ...
 
 
 @dataclass
@@ -35,13 +60,13 @@ class BookEntry:
     alternatives: list[Alternative]
 
 
-def book_path(solver: WordleSolver, directory: Path | None = None) -> Path:
+def book_path(solver: BookSolver, directory: Path | None = None) -> Path:
     """The cache file of ``solver``'s book (it may not exist yet)."""
     digest = hashlib.sha256(json.dumps(book_key(solver), sort_keys=True).encode()).hexdigest()
     return (directory or cache_dir()) / f"wordle-book-{digest[:32]}.json"
 
 
-def book_key(solver: WordleSolver) -> dict[str, Any]:
+def book_key(solver: BookSolver) -> dict[str, Any]:
     """Everything a second-move reply depends on: the lists' digest, the resolved opener and the configuration."""
     config = asdict(solver.config)
     config.pop("lists")  # the digest identifies the lists' contents; the name does not
@@ -64,7 +89,7 @@ class SecondMoveBook:
         seconds: Wall-clock seconds to load or compute.
     """
 
-    def __init__(self, solver: WordleSolver, directory: Path | None = None) -> None:
+    def __init__(self, solver: BookSolver, directory: Path | None = None) -> None:
         start = time.perf_counter()
         self.solver = solver
         key = book_key(solver)

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,16 +29,12 @@ from planning.rollout import (
     profile_overruns,
     profile_total,
 )
+from planning.wordle.alternatives import BOOK_ALTERNATIVES, Alternative
+from planning.wordle.book import SecondMoveBook
 from planning.wordle.exact import ExactSmallPolicy
 from planning.wordle.heuristics import HEURISTICS, HeuristicPolicy
 from planning.wordle.model import WordleBelief, WordleModel
 from planning.wordle.table import TableLoad, load_pattern_table
-
-if TYPE_CHECKING:
-    from planning.wordle.book import SecondMoveBook
-
-#: Alternatives stored per second-move reply in :mod:`planning.wordle.book`.
-BOOK_ALTERNATIVES = 10
 
 #: Per mode, the rollout's k, its k at the second guess and the base policy's exact-solver size used by ``play`` and
 #: ``solve`` when not given: in hard mode, rollout over GEP with k = 5 and exact play on beliefs of <= 40 answers
@@ -146,16 +142,6 @@ class Evaluation:
         return max(self.distribution)
 
 
-@dataclass
-class Alternative:
-    """A guess the assistant could suggest, with its exact expected guesses (this one included) under the policy."""
-
-    word: str
-    expected: float
-    could_win: bool
-    overruns: int = 0
-
-
 class WordleSolver:
     """A configured Wordle policy over a cached pattern table.
 
@@ -224,8 +210,6 @@ class WordleSolver:
 
     def enable_book(self, directory: Path | None = None) -> SecondMoveBook:
         """Answer the second move from the cached book of replies to the opener (computing it once if missing)."""
-        from planning.wordle.book import SecondMoveBook
-
         if self.book is None:
             self.book = SecondMoveBook(self, directory)
         return self.book

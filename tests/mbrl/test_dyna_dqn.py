@@ -185,7 +185,7 @@ def test_multi_step_targets_store_rollout_returns_and_bootstrap_with_gamma_to_th
 
     torch.nn.functional.smooth_l1_loss = spy  # type: ignore[assignment]
     try:
-        import mbrl.algorithms.dyna as dyna_module
+        import mbrl.algorithms.dyna.batched as dyna_module
 
         dyna_module.F.smooth_l1_loss = spy  # type: ignore[assignment]
         algo._dqn_update(batch)

@@ -22,8 +22,9 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+from mbrl.algorithms.dyna.run import CHECKPOINT_KIND as DYNA_CHECKPOINT_KIND
 from mbrl.algorithms.mbpo import CHECKPOINT_KIND
-from mbrl.cli import DYNA_CHECKPOINT_KIND, app
+from mbrl.cli import app
 from planning.mpc.pets import CHECKPOINT_KIND as PETS_CHECKPOINT_KIND
 from rolloutlab.checkpoint import load_checkpoint
 

@@ -68,6 +68,31 @@ def test_evaluation_does_not_change_training(tmp_path: Path) -> None:
     assert again.eval_history == b.eval_history and len(b.eval_history) == 5
 
 
+def test_pets_from_env_and_controller_objects_matches_the_id_run(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers rolloutlab/PointMass-v0)
+    from meta.control import Fixed
+
+    by_id = PETS(_tiny(total_steps=90, eval_every=45), run_dir=tmp_path / "id", log_formats=()).learn()
+    env = gym.make("rolloutlab/PointMass-v0")
+    controller = Fixed(8)
+    run = PETS(
+        _tiny(total_steps=90, eval_every=45, env_id="Pendulum-v1", controller="fixed:3"),
+        run_dir=tmp_path / "obj",
+        log_formats=(),
+        env=env,
+        controller=controller,
+    )
+    assert run.learn() is run
+    assert run.env is env and run.driver.controllers == [controller] and run.cfg.env_id == "rolloutlab/PointMass-v0"
+    assert run.eval_history == by_id.eval_history and run.driver.schedules == by_id.driver.schedules
+    with pytest.raises(ValueError, match="resume"):
+        PETS.resume(run.run_dir, controller=Fixed(8))
+    resumed = PETS.resume(run.run_dir, env=gym.make("rolloutlab/PointMass-v0"), controller=Fixed(8))
+    assert resumed.env_steps == 90 and resumed.eval_history == run.eval_history
+
+
 def test_stop_at_return_ends_the_run(tmp_path: Path) -> None:
     run = PETS(_tiny(stop_at_return=-1e9), run_dir=tmp_path / "run", log_formats=()).learn()
     assert run.stopped_early and run.env_steps == 30 and len(run.eval_history) == 1

@@ -289,8 +289,8 @@ def test_hard_mode_alternatives_are_shown_in_order(original_table: TableLoad) ->
 
 
 def test_alternatives_ties_are_alphabetical(original: WordLists, original_table: TableLoad) -> None:
+    from planning.wordle.alternatives import Alternative
     from planning.wordle.assistant import Assistant
-    from planning.wordle.solver import Alternative
 
     solver = WordleSolver(SolverConfig(policy="greedy"), original, original_table)
     given = [Alternative("zonal", 2.5, False), Alternative("mango", 2.0, True), Alternative("banjo", 2.5, False)]
