@@ -264,7 +264,7 @@ class Assistant:
     def handle(self, line: str) -> bool:
         """Process one input line; returns False when the session should end."""
         text = line.strip()
-        command = text.lower()
+        command = " ".join(text.lower().split())  # commands are whole words, however they are spaced
         if command in ("quit", "exit", "q"):
             self.write("Bye.")
             return False
@@ -299,8 +299,9 @@ class Assistant:
             self.write("New game.")
             self.suggest()
             return True
-        if command.startswith("why"):
-            self._why(text[3:].strip().lower())
+        head, _, rest = command.partition(" ")
+        if head == "why":  # a whole word: WHYDA is a guess, not `why DA`
+            self._why(rest.strip())
             return True
         if self.solved:
             self.write("This game is solved: `undo` to go back, or `quit`.")

@@ -89,3 +89,12 @@ def test_alternatives_option(original_table: TableLoad) -> None:
     assert len(re.findall(r"^\s+[A-Z]{5}\s+\d+\.\d{3}", table, flags=re.M)) == 3
     bad = CliRunner().invoke(app, ["play", "--alternatives", "0"], input="quit\n")
     assert bad.exit_code == 2
+
+
+def test_a_word_that_starts_like_a_command_is_a_guess(original: WordLists, original_table: TableLoad) -> None:
+    assistant, out = _assistant(original, original_table)
+    assert "whyda" in original.allowed
+    assistant.handle(f"whyda {_colours('whyda')}")  # not `why DA ...`
+    assert assistant.state.history == [("whyda", feedback("whyda", ANSWER))], out[-3:]
+    assistant.handle("WHY   crane")  # the command itself, however it is cased and spaced
+    assert "CRANE" in out[-1] and "answers on average" in out[-1]

@@ -215,3 +215,8 @@ def test_a_whole_game_in_headless_chromium(page: Any, original: WordLists) -> No
     browser.find_element(By.ID, "submit").click()
     _wait(browser, lambda b: "not in the allowed word list" in b.find_element(By.ID, "messages").text, "the refusal")
     assert not browser.find_elements(By.CSS_SELECTOR, "#board .board-row")
+
+
+def test_a_word_that_starts_like_a_command_is_played(client: Any) -> None:
+    state = _post(client, f"whyda {_digits('whyda')}")["state"]
+    assert state["board"] == [{"word": "whyda", "colours": list(feedback("whyda", ANSWER))}]
