@@ -120,6 +120,10 @@ def squares(colours: tuple[int, ...]) -> str:
 
 @dataclass
 class _State:
+    """One position: the solver over the word list in force (a fallback list after `extend`), the belief and the
+    moves. `undo` restores all three: a position before an `extend` is over the list it had then."""
+
+    solver: WordleSolver
     belief: WordleBelief
     history: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
@@ -169,19 +173,23 @@ class Assistant:
         use_book: bool = False,
         show_position: bool = True,
     ) -> None:
-        self.solver = solver
         self.first_solver = solver  # `new` goes back to it after a game that went on over a fallback list
         self.use_book = use_book
         self.write = write
         self.n_alternatives = n_alternatives
         self.list_below = list_below
         self.show_position = show_position
-        self.state = _State(solver.root())
+        self.state = _State(solver, solver.root())
         self.undo_stack: list[_State] = []
         self.solved = False
         # After colours that no listed answer gives: the move and, per fallback command, the words that fit.
         self.pending: tuple[list[tuple[str, tuple[int, ...]]], dict[str, list[str]]] | None = None
         self._advice: tuple[_State, Advice] | None = None
+
+    @property
+    def solver(self) -> WordleSolver:
+        """The solver of the current position (over a fallback list once the game went on over one)."""
+        return self.state.solver
 
     @property
     def depth(self) -> int:
@@ -294,8 +302,8 @@ class Assistant:
             self.write(f"{count(len(words), 'possible answer')}: {', '.join(w.upper() for w in words)}")
             return True
         if command == "new":
-            self.solver = self.first_solver
-            self.state, self.undo_stack, self.solved, self.pending = _State(self.solver.root()), [], False, None
+            first = self.first_solver
+            self.state, self.undo_stack, self.solved, self.pending = _State(first, first.root()), [], False, None
             self.write("New game.")
             self.suggest()
             return True
@@ -353,7 +361,7 @@ class Assistant:
         if not all(c == GREEN for c in colours):
             self.write(self._coach(guess, int(belief.candidates.size)))
         self.undo_stack.append(self.state)
-        self.state = _State(belief, [*self.state.history, (word, colours)])
+        self.state = _State(solver, belief, [*self.state.history, (word, colours)])
         self._after_move(word, colours)
 
     def _rate(self, guess: int) -> str:
@@ -418,7 +426,9 @@ class Assistant:
             "extend": words_that_fit([w for w in extended_answers(solver.lists.allowed) if w not in listed], history),
             "extend all": words_that_fit([w for w in solver.lists.allowed if w not in listed], history),
         }
-        lines = [f"No answer in the {solver.lists.name} list gives {squares(colours)} for {word.upper()}."]
+        name = solver.lists.name  # after an `extend` it already ends with "list"
+        listed_as = name if name.endswith(" list") else f"{name} list"
+        lines = [f"No answer in the {listed_as} gives {squares(colours)} for {word.upper()}."]
         for command, words in pools.items():
             if words:
                 shown = ", ".join(w.upper() for w in words[:5]) + (", ..." if len(words) > 5 else "")
@@ -444,18 +454,14 @@ class Assistant:
         history, pools = self.pending
         old = self.solver
         lists = WordLists(tuple(pools[command]), old.lists.allowed, f"{old.lists.name} + {FALLBACKS[command]}")
-        self.solver = WordleSolver(old.config, lists)
+        solver = WordleSolver(old.config, lists)
         self.pending = None
-
-        def replay(moves: list[tuple[str, tuple[int, ...]]]) -> _State:
-            belief = self.solver.root()
-            for guess, colours in moves:
-                belief = self.solver.model.observe(belief, lists.allowed.index(guess), encode_pattern(colours))
-            return _State(belief, list(moves))
-
-        # Every earlier position, re-expressed over the new answers, so that `undo` keeps working.
-        self.undo_stack = [replay(state.history) for state in [*self.undo_stack, self.state]]
-        self.state = replay(history)
+        belief = solver.root()
+        for guess, colours in history:
+            belief = solver.model.observe(belief, lists.allowed.index(guess), encode_pattern(colours))
+        # The earlier positions keep their own list: `undo` past this move goes back to the list in force then.
+        self.undo_stack.append(self.state)
+        self.state = _State(solver, belief, list(history))
         self.write(f"Going on over the {FALLBACKS[command]}: {_fit(len(lists.answers))} every colour so far.")
         word, colours = history[-1]
         self._after_move(word, colours)
@@ -494,11 +500,11 @@ class Assistant:
         A safety net: the assistant must not die mid-game on a case nobody foresaw. A move is recorded before its
         suggestion is computed, so the position is put back, or the guess the user types again would count twice.
         """
-        saved = (self.state, list(self.undo_stack), self.solved, self.pending, self.solver)
+        saved = (self.state, list(self.undo_stack), self.solved, self.pending)
         try:
             return self.handle(line)
         except Exception as exc:
-            self.state, self.undo_stack, self.solved, self.pending, self.solver = saved
+            self.state, self.undo_stack, self.solved, self.pending = saved
             self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
             return True
 
