@@ -71,6 +71,30 @@ class InputError(ValueError):
     """A line the assistant cannot use; the message says why."""
 
 
+def normalise_word(text: str, length: int | None = None) -> str:
+    """``text`` as a lower-case word of the letters a-z.
+
+    The letters are checked before any change of case: Unicode case mapping turns some other letters into ASCII ones
+    (the long s ``ſ`` upper-cases to S, the Kelvin sign lower-cases to k), which would pass ``ſalet`` off as SALET.
+
+    Args:
+        text: The word as typed (surrounding spaces ignored).
+        length: Letters the word must have (``None``: any number).
+
+    Raises:
+        InputError: A character outside A-Z, or not ``length`` letters.
+    """
+    word = text.strip()
+    bad = sorted({ch for ch in word if not ("a" <= ch <= "z" or "A" <= ch <= "Z")})
+    if bad:
+        shown = " ".join(ch if ch.isprintable() and not ch.isspace() else repr(ch) for ch in bad)
+        what = f"{word!r} is not a {length}-letter word: it has" if length is not None else f"{word!r} has"
+        raise InputError(f"{what} characters other than the letters A-Z ({shown}); type plain letters a-z")
+    if length is not None and len(word) != length:
+        raise InputError(f"{word!r} is not a {length}-letter word")
+    return word.lower()
+
+
 def parse_colours(text: str, length: int) -> tuple[int, ...]:
     """Colours from any of the three notations.
 
@@ -307,9 +331,8 @@ class Assistant:
             self.write("New game.")
             self.suggest()
             return True
-        head, _, rest = command.partition(" ")
-        if head == "why":  # a whole word: WHYDA is a guess, not `why DA`
-            self._why(rest.strip())
+        if command.partition(" ")[0] == "why":  # a whole word: WHYDA is a guess, not `why DA`
+            self._why(text[len("why") :].strip())  # the word as typed: its letters are checked before any lower()
             return True
         if self.solved:
             self.write("This game is solved: `undo` to go back, or `quit`.")
@@ -329,18 +352,20 @@ class Assistant:
         if len(parts) == 1:
             try:
                 colours = parse_colours(parts[0], length)
-            except InputError:
-                if parts[0].lower() in solver.lists.allowed:
-                    raise InputError(f"also type the colours you got for {parts[0].upper()}") from None
+            except InputError as not_colours:
+                try:
+                    word = normalise_word(parts[0], length)
+                except InputError:
+                    raise not_colours from None
+                if word in solver.lists.allowed:
+                    raise InputError(f"also type the colours you got for {word.upper()}") from None
                 raise
             if len(self.state.belief.candidates) == 1:
                 word = solver.lists.answers[int(self.state.belief.candidates[0])]
             else:
                 word = solver.lists.allowed[solver.act(self.state.belief, self.depth)]
             return word, colours
-        word = parts[0].lower()
-        if len(word) != length or not word.isascii() or not word.isalpha():
-            raise InputError(f"{parts[0]!r} is not a {length}-letter word")
+        word = normalise_word(parts[0], length)
         if word not in solver.lists.allowed:
             raise InputError(f"{word.upper()} is not in the allowed word list")
         hints = self.state.belief.hints
@@ -401,6 +426,11 @@ class Assistant:
         solver = self.solver
         if not word:
             self.write("Usage: why WORD (e.g. `why crane`).")
+            return
+        try:
+            word = normalise_word(word)
+        except InputError as exc:
+            self.write(f"Not understood: {exc}.")
             return
         if word not in solver.lists.allowed:
             self.write(f"{word.upper()} is not in the allowed word list.")

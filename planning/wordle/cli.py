@@ -87,7 +87,21 @@ def _fail(exc: Exception) -> NoReturn:
 
 
 def _opener(value: str) -> str | None:
-    return None if value.lower() == "none" else value.lower()
+    """The ``--opener`` value: ``None`` for ``none``, ``auto``, or a word of the letters a-z (else a clean exit)."""
+    if value.strip().lower() in ("none", "auto"):
+        return None if value.strip().lower() == "none" else "auto"
+    return _word(value, "--opener")
+
+
+def _word(value: str, what: str) -> str:
+    """``value`` as a lower-case word of the letters a-z, or exit 2 saying why (``what`` names the argument)."""
+    from planning.wordle.assistant import InputError, normalise_word
+
+    try:
+        return normalise_word(value)
+    except InputError as exc:
+        typer.echo(f"error: {what}: {exc}", err=True)
+        raise typer.Exit(code=2) from None
 
 
 @app.command()
@@ -174,10 +188,11 @@ def solve(
     """Play against a known answer and print the coloured board."""
     from planning.wordle.assistant import squares
 
+    answer = _word(word, "WORD")
     solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
     solver.show_progress = True  # `--opener auto` values every candidate opener first
     try:
-        moves = solver.play(word)
+        moves = solver.play(answer)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

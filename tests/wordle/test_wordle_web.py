@@ -220,3 +220,10 @@ def test_a_whole_game_in_headless_chromium(page: Any, original: WordLists) -> No
 def test_a_word_that_starts_like_a_command_is_played(client: Any) -> None:
     state = _post(client, f"whyda {_digits('whyda')}")["state"]
     assert state["board"] == [{"word": "whyda", "colours": list(feedback("whyda", ANSWER))}]
+
+
+def test_the_api_refuses_letters_outside_a_to_z(client: Any) -> None:
+    before = client.get("/api/state").get_json()["state"]
+    for line in ("why \u017falet", "\u017falet 01000"):
+        reply = _post(client, line)
+        assert reply["state"] == before and "other than the letters A-Z" in reply["messages"][0], reply
