@@ -126,15 +126,20 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'z', 'ch', 'sh')) else 's'}"
 
 
-def display_order(alternatives: list[Alternative]) -> list[Alternative]:
-    """Alternatives in the order they are shown: expected guesses, then answers past the limit, then A-Z.
+def display_order(alternatives: list[Alternative], suggestion: str | None = None) -> list[Alternative]:
+    """Alternatives in the order they are shown: expected guesses, then answers past the limit, then the suggestion
+    before the guesses tied with it, then A-Z.
 
     The solver returns them in its own preference (a rollout ranks answers lost past the limit before the total,
     greedy keeps the heuristic's order), which reads as unsorted next to the expected-guesses column, most of all in
     hard mode where such losses are common. One order for every mode and policy; a guess that risks the limit keeps
-    its note.
+    its note. Among equally good guesses the suggestion leads, so that the table never seems to contradict it.
+
+    Args:
+        alternatives: The solver's contenders.
+        suggestion: The suggested guess (``None``: ties stay A-Z).
     """
-    return sorted(alternatives, key=lambda alt: (alt.expected, alt.overruns, alt.word))
+    return sorted(alternatives, key=lambda alt: (alt.expected, alt.overruns, alt.word != suggestion, alt.word))
 
 
 def squares(colours: tuple[int, ...]) -> str:
@@ -160,7 +165,8 @@ class Advice:
         remaining: The answers that still fit, A-Z.
         opener: The suggested first guess (before the first move only).
         suggestion: The suggested next guess (after the first move, while more than one answer fits).
-        alternatives: The policy's contenders in display order (:func:`display_order`), with ``suggestion``.
+        alternatives: The policy's contenders in display order (:func:`display_order`), with ``suggestion`` first
+            among those tied with it.
     """
 
     remaining: list[str]
@@ -232,11 +238,9 @@ class Assistant:
             advice = Advice(words, opener=solver.lists.allowed[solver.opener()])
         else:
             self._prepare_book()
-            advice = Advice(
-                words,
-                suggestion=solver.lists.allowed[solver.act(belief, self.depth)],
-                alternatives=display_order(solver.alternatives(belief, self.depth, self.n_alternatives)),
-            )
+            suggestion = solver.lists.allowed[solver.act(belief, self.depth)]
+            alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
+            advice = Advice(words, suggestion=suggestion, alternatives=display_order(alternatives, suggestion))
         self._advice = (self.state, advice)
         return advice
 

@@ -309,3 +309,18 @@ def test_opener_auto_shows_its_progress(small_files: tuple[Path, Path]) -> None:
     assert "openers: 100%" in result.stderr and "3/3" in result.stderr and "best=" in result.stderr
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(record["opener_search"]) == 3 and record["opener"] in {r["word"] for r in record["opener_search"]}
+
+
+def test_the_suggestion_leads_the_guesses_tied_with_it(original: WordLists, original_table: TableLoad) -> None:
+    from planning.wordle.assistant import Assistant
+    from planning.wordle.solver import Alternative
+
+    solver = WordleSolver(SolverConfig(policy="greedy"), original, original_table)
+    given = [Alternative("zonal", 2.5, False), Alternative("mango", 2.5, True), Alternative("banjo", 2.5, False)]
+    solver.alternatives = lambda *args, **kwargs: given  # type: ignore[method-assign]
+    solver.act = lambda *args, **kwargs: original.allowed.index("mango")  # type: ignore[method-assign]
+    out: list[str] = []
+    assistant = Assistant(solver, out.append)
+    assistant.handle("salet 01000")
+    assert "Suggested: MANGO" in out[-2], out[-2:]
+    assert [word for *_, word in _rows("\n".join(out))] == ["MANGO", "BANJO", "ZONAL"]
