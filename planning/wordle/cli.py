@@ -148,19 +148,18 @@ def serve(
 
     from werkzeug.serving import make_server
 
-    from planning.wordle.web import WebGame, create_app
+    from planning.wordle.web import ListenError, WebGame, create_app, listen_socket
 
     solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
     app_ = create_app(WebGame(solver, n_alternatives=alternatives, use_book=book))
     try:
-        server = make_server(host, port, app_, threaded=True)
-    except OSError as exc:  # address not on this machine, no permission
-        typer.echo(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); pass another --port", err=True)
+        sock = listen_socket(host, port)
+    except ListenError as exc:  # address not on this machine, port in use, no permission: a usage error
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
-    except SystemExit:  # werkzeug has printed "Address already in use" and exits 1; a usage error here is 2
-        typer.echo(f"error: cannot listen on {host}:{port} (in use); pass another --port", err=True)
-        raise typer.Exit(code=2) from None
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}/"
+    with sock:  # werkzeug serves on its own duplicate of the socket
+        server = make_server(host, port, app_, threaded=True, fd=sock.fileno())
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{server.port}/"
     typer.echo(f"Wordle assistant on {url} ({solver.config.mode} mode, lists: {solver.lists.name}); Ctrl-C stops it.")
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo("note: listening beyond this machine; anyone who can reach it plays the same game.", err=True)
