@@ -50,14 +50,13 @@ def command_for(config: SolverConfig, name: str) -> str:
         f"--top-k {config.top_k}",
         f"--opener {config.opener or 'none'}",
     ]
-    if config.second_top_k:
-        parts.append(f"--second-top-k {config.second_top_k}")
+    # Stated even when 0 (off): the bench's defaults are the best measured configuration, not "off".
+    parts.append(f"--second-top-k {config.second_top_k}")
     if config.lists != "original":
         parts.append(f"--lists {config.lists}")
     if not config.candidate_tiebreak:
         parts.append("--no-candidate-tiebreak")
-    if config.exact_up_to:
-        parts.append(f"--exact-up-to {config.exact_up_to}")
+    parts.append(f"--exact-up-to {config.exact_up_to}")
     parts.append(f"--json experiments/wordle/results/{name}.json")
     return " ".join(parts)
 

@@ -72,6 +72,30 @@ class InputError(ValueError):
     """A line the assistant cannot use; the message says why."""
 
 
+def normalise_word(text: str, length: int | None = None) -> str:
+    """``text`` as a lower-case word of the letters a-z.
+
+    The letters are checked before any change of case: Unicode case mapping turns some other letters into ASCII ones
+    (the long s ``ſ`` upper-cases to S, the Kelvin sign lower-cases to k), which would pass ``ſalet`` off as SALET.
+
+    Args:
+        text: The word as typed (surrounding spaces ignored).
+        length: Letters the word must have (``None``: any number).
+
+    Raises:
+        InputError: A character outside A-Z, or not ``length`` letters.
+    """
+    word = text.strip()
+    bad = sorted({ch for ch in word if not ("a" <= ch <= "z" or "A" <= ch <= "Z")})
+    if bad:
+        shown = " ".join(ch if ch.isprintable() and not ch.isspace() else repr(ch) for ch in bad)
+        what = f"{word!r} is not a {length}-letter word: it has" if length is not None else f"{word!r} has"
+        raise InputError(f"{what} characters other than the letters A-Z ({shown}); type plain letters a-z")
+    if length is not None and len(word) != length:
+        raise InputError(f"{word!r} is not a {length}-letter word")
+    return word.lower()
+
+
 def parse_colours(text: str, length: int) -> tuple[int, ...]:
     """Colours from any of the three notations.
 
@@ -103,15 +127,20 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'z', 'ch', 'sh')) else 's'}"
 
 
-def display_order(alternatives: list[Alternative]) -> list[Alternative]:
-    """Alternatives in the order they are shown: expected guesses, then answers past the limit, then A-Z.
+def display_order(alternatives: list[Alternative], suggestion: str | None = None) -> list[Alternative]:
+    """Alternatives in the order they are shown: expected guesses, then answers past the limit, then the suggestion
+    before the guesses tied with it, then A-Z.
 
     The solver returns them in its own preference (a rollout ranks answers lost past the limit before the total,
     greedy keeps the heuristic's order), which reads as unsorted next to the expected-guesses column, most of all in
     hard mode where such losses are common. One order for every mode and policy; a guess that risks the limit keeps
-    its note.
+    its note. Among equally good guesses the suggestion leads, so that the table never seems to contradict it.
+
+    Args:
+        alternatives: The solver's contenders.
+        suggestion: The suggested guess (``None``: ties stay A-Z).
     """
-    return sorted(alternatives, key=lambda alt: (alt.expected, alt.overruns, alt.word))
+    return sorted(alternatives, key=lambda alt: (alt.expected, alt.overruns, alt.word != suggestion, alt.word))
 
 
 def squares(colours: tuple[int, ...]) -> str:
@@ -121,6 +150,10 @@ def squares(colours: tuple[int, ...]) -> str:
 
 @dataclass
 class _State:
+    """One position: the solver over the word list in force (a fallback list after `extend`), the belief and the
+    moves. `undo` restores all three: a position before an `extend` is over the list it had then."""
+
+    solver: WordleSolver
     belief: WordleBelief
     history: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
@@ -133,7 +166,8 @@ class Advice:
         remaining: The answers that still fit, A-Z.
         opener: The suggested first guess (before the first move only).
         suggestion: The suggested next guess (after the first move, while more than one answer fits).
-        alternatives: The policy's contenders in display order (:func:`display_order`), with ``suggestion``.
+        alternatives: The policy's contenders in display order (:func:`display_order`), with ``suggestion`` first
+            among those tied with it.
     """
 
     remaining: list[str]
@@ -170,19 +204,23 @@ class Assistant:
         use_book: bool = False,
         show_position: bool = True,
     ) -> None:
-        self.solver = solver
         self.first_solver = solver  # `new` goes back to it after a game that went on over a fallback list
         self.use_book = use_book
         self.write = write
         self.n_alternatives = n_alternatives
         self.list_below = list_below
         self.show_position = show_position
-        self.state = _State(solver.root())
+        self.state = _State(solver, solver.root())
         self.undo_stack: list[_State] = []
         self.solved = False
         # After colours that no listed answer gives: the move and, per fallback command, the words that fit.
         self.pending: tuple[list[tuple[str, tuple[int, ...]]], dict[str, list[str]]] | None = None
         self._advice: tuple[_State, Advice] | None = None
+
+    @property
+    def solver(self) -> WordleSolver:
+        """The solver of the current position (over a fallback list once the game went on over one)."""
+        return self.state.solver
 
     @property
     def depth(self) -> int:
@@ -201,11 +239,9 @@ class Assistant:
             advice = Advice(words, opener=solver.lists.allowed[solver.opener()])
         else:
             self._prepare_book()
-            advice = Advice(
-                words,
-                suggestion=solver.lists.allowed[solver.act(belief, self.depth)],
-                alternatives=display_order(solver.alternatives(belief, self.depth, self.n_alternatives)),
-            )
+            suggestion = solver.lists.allowed[solver.act(belief, self.depth)]
+            alternatives = solver.alternatives(belief, self.depth, self.n_alternatives)
+            advice = Advice(words, suggestion=suggestion, alternatives=display_order(alternatives, suggestion))
         self._advice = (self.state, advice)
         return advice
 
@@ -265,7 +301,7 @@ class Assistant:
     def handle(self, line: str) -> bool:
         """Process one input line; returns False when the session should end."""
         text = line.strip()
-        command = text.lower()
+        command = " ".join(text.lower().split())  # commands are whole words, however they are spaced
         if command in ("quit", "exit", "q"):
             self.write("Bye.")
             return False
@@ -295,13 +331,13 @@ class Assistant:
             self.write(f"{count(len(words), 'possible answer')}: {', '.join(w.upper() for w in words)}")
             return True
         if command == "new":
-            self.solver = self.first_solver
-            self.state, self.undo_stack, self.solved, self.pending = _State(self.solver.root()), [], False, None
+            first = self.first_solver
+            self.state, self.undo_stack, self.solved, self.pending = _State(first, first.root()), [], False, None
             self.write("New game.")
             self.suggest()
             return True
-        if command.startswith("why"):
-            self._why(text[3:].strip().lower())
+        if command.partition(" ")[0] == "why":  # a whole word: WHYDA is a guess, not `why DA`
+            self._why(text[len("why") :].strip())  # the word as typed: its letters are checked before any lower()
             return True
         if self.solved:
             self.write("This game is solved: `undo` to go back, or `quit`.")
@@ -321,18 +357,20 @@ class Assistant:
         if len(parts) == 1:
             try:
                 colours = parse_colours(parts[0], length)
-            except InputError:
-                if parts[0].lower() in solver.lists.allowed:
-                    raise InputError(f"also type the colours you got for {parts[0].upper()}") from None
+            except InputError as not_colours:
+                try:
+                    word = normalise_word(parts[0], length)
+                except InputError:
+                    raise not_colours from None
+                if word in solver.lists.allowed:
+                    raise InputError(f"also type the colours you got for {word.upper()}") from None
                 raise
             if len(self.state.belief.candidates) == 1:
                 word = solver.lists.answers[int(self.state.belief.candidates[0])]
             else:
                 word = solver.lists.allowed[solver.act(self.state.belief, self.depth)]
             return word, colours
-        word = parts[0].lower()
-        if len(word) != length or not word.isascii() or not word.isalpha():
-            raise InputError(f"{parts[0]!r} is not a {length}-letter word")
+        word = normalise_word(parts[0], length)
         if word not in solver.lists.allowed:
             raise InputError(f"{word.upper()} is not in the allowed word list")
         hints = self.state.belief.hints
@@ -353,7 +391,7 @@ class Assistant:
         if not all(c == GREEN for c in colours):
             self.write(self._coach(guess, int(belief.candidates.size)))
         self.undo_stack.append(self.state)
-        self.state = _State(belief, [*self.state.history, (word, colours)])
+        self.state = _State(solver, belief, [*self.state.history, (word, colours)])
         self._after_move(word, colours)
 
     def _rate(self, guess: int) -> str:
@@ -394,6 +432,11 @@ class Assistant:
         if not word:
             self.write("Usage: why WORD (e.g. `why crane`).")
             return
+        try:
+            word = normalise_word(word)
+        except InputError as exc:
+            self.write(f"Not understood: {exc}.")
+            return
         if word not in solver.lists.allowed:
             self.write(f"{word.upper()} is not in the allowed word list.")
             return
@@ -418,7 +461,9 @@ class Assistant:
             "extend": words_that_fit([w for w in extended_answers(solver.lists.allowed) if w not in listed], history),
             "extend all": words_that_fit([w for w in solver.lists.allowed if w not in listed], history),
         }
-        lines = [f"No answer in the {solver.lists.name} list gives {squares(colours)} for {word.upper()}."]
+        name = solver.lists.name  # after an `extend` it already ends with "list"
+        listed_as = name if name.endswith(" list") else f"{name} list"
+        lines = [f"No answer in the {listed_as} gives {squares(colours)} for {word.upper()}."]
         for command, words in pools.items():
             if words:
                 shown = ", ".join(w.upper() for w in words[:5]) + (", ..." if len(words) > 5 else "")
@@ -444,18 +489,14 @@ class Assistant:
         history, pools = self.pending
         old = self.solver
         lists = WordLists(tuple(pools[command]), old.lists.allowed, f"{old.lists.name} + {FALLBACKS[command]}")
-        self.solver = WordleSolver(old.config, lists)
+        solver = WordleSolver(old.config, lists)
         self.pending = None
-
-        def replay(moves: list[tuple[str, tuple[int, ...]]]) -> _State:
-            belief = self.solver.root()
-            for guess, colours in moves:
-                belief = self.solver.model.observe(belief, lists.allowed.index(guess), encode_pattern(colours))
-            return _State(belief, list(moves))
-
-        # Every earlier position, re-expressed over the new answers, so that `undo` keeps working.
-        self.undo_stack = [replay(state.history) for state in [*self.undo_stack, self.state]]
-        self.state = replay(history)
+        belief = solver.root()
+        for guess, colours in history:
+            belief = solver.model.observe(belief, lists.allowed.index(guess), encode_pattern(colours))
+        # The earlier positions keep their own list: `undo` past this move goes back to the list in force then.
+        self.undo_stack.append(self.state)
+        self.state = _State(solver, belief, list(history))
         self.write(f"Going on over the {FALLBACKS[command]}: {_fit(len(lists.answers))} every colour so far.")
         word, colours = history[-1]
         self._after_move(word, colours)
@@ -494,11 +535,11 @@ class Assistant:
         A safety net: the assistant must not die mid-game on a case nobody foresaw. A move is recorded before its
         suggestion is computed, so the position is put back, or the guess the user types again would count twice.
         """
-        saved = (self.state, list(self.undo_stack), self.solved, self.pending, self.solver)
+        saved = (self.state, list(self.undo_stack), self.solved, self.pending)
         try:
             return self.handle(line)
         except Exception as exc:
-            self.state, self.undo_stack, self.solved, self.pending, self.solver = saved
+            self.state, self.undo_stack, self.solved, self.pending = saved
             self.write(f"Sorry, something went wrong ({type(exc).__name__}: {exc}); nothing changed.")
             return True
 

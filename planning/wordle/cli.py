@@ -24,7 +24,14 @@ cache_app = typer.Typer(
 )
 app.add_typer(cache_app, name="cache")
 
-_EXACT_HELP = "Base policy plays the exact optimum on beliefs of at most this many answers (default: 40 hard, 0 easy)."
+# The defaults of --top-k, --second-top-k and --exact-up-to are planning.wordle.solver's DEFAULT_TOP_K,
+# DEFAULT_SECOND_TOP_K and DEFAULT_EXACT_UP_TO (the best measured configuration of each mode), spelled out here so that
+# `--help` needs no import of the solver; a test keeps the two in step.
+_TOP_K_HELP = "Rollout contenders per move (default: 10 easy, 5 hard)."
+_SECOND_TOP_K_HELP = "Rollout contenders at the second guess (default: 100; 0: --top-k)."
+_EXACT_HELP = (
+    "Base policy plays the exact optimum on beliefs of at most this many answers (default: 20 easy, 40 hard; 0: off)."
+)
 _LISTS_HELP = "original (2315 answers / 12972 guesses), nyt (2309 / 14855) or ANSWERS_PATH,ALLOWED_PATH."
 
 
@@ -34,7 +41,8 @@ _Hard = Annotated[bool, typer.Option("--hard", help="Hard mode (NYT rule).")]
 _Lists = Annotated[str, typer.Option(help=_LISTS_HELP)]
 _Policy = Annotated[str, typer.Option(help="rollout or greedy.")]
 _Heuristic = Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")]
-_TopK = Annotated[int | None, typer.Option(help="Rollout contenders per move (default: 10 easy, 5 hard).")]
+_TopK = Annotated[int | None, typer.Option(help=_TOP_K_HELP)]
+_SecondTopK = Annotated[int | None, typer.Option(help=_SECOND_TOP_K_HELP)]
 _AssistantOpener = Annotated[str, typer.Option(help="Suggested first guess (a word, or none to let the policy pick).")]
 _ExactUpTo = Annotated[int | None, typer.Option(help=_EXACT_HELP)]
 _Book = Annotated[
@@ -45,22 +53,51 @@ _Alternatives = Annotated[
 ]
 
 
+def _search_sizes(
+    mode: str, top_k: int | None, second_top_k: int | None, exact_up_to: int | None
+) -> tuple[int, int, int]:
+    """``(top_k, second_top_k, exact_up_to)`` for ``mode``: each as given, or the mode's default.
+
+    The defaults (``DEFAULT_TOP_K``, ``DEFAULT_SECOND_TOP_K``, ``DEFAULT_EXACT_UP_TO``) are the configuration that
+    reaches the proven optimum from the most openers (``experiments/wordle/results/openers.json``), so ``play``,
+    ``serve``, ``solve`` and ``bench`` give the best measured play without any flag. An unknown mode gets the easy
+    sizes and is refused by the configuration's own check.
+    """
+    from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_SECOND_TOP_K, DEFAULT_TOP_K
+
+    key = mode if mode in DEFAULT_TOP_K else "easy"
+    return (
+        DEFAULT_TOP_K[key] if top_k is None else top_k,
+        DEFAULT_SECOND_TOP_K[key] if second_top_k is None else second_top_k,
+        DEFAULT_EXACT_UP_TO[key] if exact_up_to is None else exact_up_to,
+    )
+
+
 def _make_solver(
-    hard: bool, lists: str, policy: str, heuristic: str, top_k: int | None, opener: str, exact_up_to: int | None = None
+    hard: bool,
+    lists: str,
+    policy: str,
+    heuristic: str,
+    opener: str,
+    top_k: int | None = None,
+    second_top_k: int | None = None,
+    exact_up_to: int | None = None,
 ) -> WordleSolver:
     """The configured solver, or a clean exit with the reason (bad lists, unknown opener, bad option)."""
     from envs.wordle_rules import WordListError
-    from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_TOP_K, SolverConfig, WordleSolver
+    from planning.wordle.solver import SolverConfig, WordleSolver
 
     mode = "hard" if hard else "easy"
+    top_k, second_top_k, exact_up_to = _search_sizes(mode, top_k, second_top_k, exact_up_to)
     config = SolverConfig(
         mode=mode,
-        exact_up_to=DEFAULT_EXACT_UP_TO[mode] if exact_up_to is None else exact_up_to,
-        top_k=DEFAULT_TOP_K[mode] if top_k is None else top_k,
         policy=policy,
         heuristic=heuristic,
         opener=_opener(opener),
         lists=lists,
+        top_k=top_k,
+        second_top_k=second_top_k,
+        exact_up_to=exact_up_to,
     )
     try:
         solver = WordleSolver(config)
@@ -87,7 +124,21 @@ def _fail(exc: Exception) -> NoReturn:
 
 
 def _opener(value: str) -> str | None:
-    return None if value.lower() == "none" else value.lower()
+    """The ``--opener`` value: ``None`` for ``none``, ``auto``, or a word of the letters a-z (else a clean exit)."""
+    if value.strip().lower() in ("none", "auto"):
+        return None if value.strip().lower() == "none" else "auto"
+    return _word(value, "--opener")
+
+
+def _word(value: str, what: str) -> str:
+    """``value`` as a lower-case word of the letters a-z, or exit 2 saying why (``what`` names the argument)."""
+    from planning.wordle.assistant import InputError, normalise_word
+
+    try:
+        return normalise_word(value)
+    except InputError as exc:
+        typer.echo(f"error: {what}: {exc}", err=True)
+        raise typer.Exit(code=2) from None
 
 
 @app.command()
@@ -97,6 +148,7 @@ def play(
     policy: _Policy = "rollout",
     heuristic: _Heuristic = "gep",
     top_k: _TopK = None,
+    second_top_k: _SecondTopK = None,
     opener: _AssistantOpener = "salet",
     exact_up_to: _ExactUpTo = None,
     book: _Book = True,
@@ -105,7 +157,7 @@ def play(
     """Assistant for a real game: suggests guesses, reads back what you played and the colours you got."""
     from planning.wordle.assistant import Assistant
 
-    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    solver = _make_solver(hard, lists, policy, heuristic, opener, top_k, second_top_k, exact_up_to)
     try:
         Assistant(solver, typer.echo, n_alternatives=alternatives, use_book=book).run(input)
     except KeyboardInterrupt:
@@ -121,6 +173,7 @@ def serve(
     policy: _Policy = "rollout",
     heuristic: _Heuristic = "gep",
     top_k: _TopK = None,
+    second_top_k: _SecondTopK = None,
     opener: _AssistantOpener = "salet",
     exact_up_to: _ExactUpTo = None,
     book: _Book = True,
@@ -134,19 +187,18 @@ def serve(
 
     from werkzeug.serving import make_server
 
-    from planning.wordle.web import WebGame, create_app
+    from planning.wordle.web import ListenError, WebGame, create_app, listen_socket
 
-    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    solver = _make_solver(hard, lists, policy, heuristic, opener, top_k, second_top_k, exact_up_to)
     app_ = create_app(WebGame(solver, n_alternatives=alternatives, use_book=book))
     try:
-        server = make_server(host, port, app_, threaded=True)
-    except OSError as exc:  # address not on this machine, no permission
-        typer.echo(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); pass another --port", err=True)
+        sock = listen_socket(host, port)
+    except ListenError as exc:  # address not on this machine, port in use, no permission: a usage error
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
-    except SystemExit:  # werkzeug has printed "Address already in use" and exits 1; a usage error here is 2
-        typer.echo(f"error: cannot listen on {host}:{port} (in use); pass another --port", err=True)
-        raise typer.Exit(code=2) from None
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}/"
+    with sock:  # werkzeug serves on its own duplicate of the socket
+        server = make_server(host, port, app_, threaded=True, fd=sock.fileno())
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{server.port}/"
     typer.echo(f"Wordle assistant on {url} ({solver.config.mode} mode, lists: {solver.lists.name}); Ctrl-C stops it.")
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo("note: listening beyond this machine; anyone who can reach it plays the same game.", err=True)
@@ -169,15 +221,17 @@ def solve(
     policy: _Policy = "rollout",
     heuristic: _Heuristic = "gep",
     top_k: _TopK = None,
+    second_top_k: _SecondTopK = None,
     exact_up_to: _ExactUpTo = None,
 ) -> None:
     """Play against a known answer and print the coloured board."""
     from planning.wordle.assistant import squares
 
-    solver = _make_solver(hard, lists, policy, heuristic, top_k, opener, exact_up_to)
+    answer = _word(word, "WORD")
+    solver = _make_solver(hard, lists, policy, heuristic, opener, top_k, second_top_k, exact_up_to)
     solver.show_progress = True  # `--opener auto` values every candidate opener first
     try:
-        moves = solver.play(word)
+        moves = solver.play(answer)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
@@ -193,10 +247,8 @@ def bench(
     mode: Annotated[str, typer.Option(help="easy or hard.")] = "easy",
     policy: Annotated[str, typer.Option(help="greedy or rollout.")] = "rollout",
     heuristic: Annotated[str, typer.Option(help="mig, mrd, gep or minimax.")] = "gep",
-    top_k: Annotated[int, typer.Option(help="Rollout contenders per decision.")] = 10,
-    second_top_k: Annotated[
-        int, typer.Option(help="Rollout contenders at the second guess (0: --top-k; the openers benchmark: 100 easy).")
-    ] = 0,
+    top_k: _TopK = None,
+    second_top_k: _SecondTopK = None,
     opener: Annotated[
         str, typer.Option(help="First guess: a word, auto (rollout over top-k openers) or none.")
     ] = "salet",
@@ -205,9 +257,7 @@ def bench(
     candidate_tiebreak: Annotated[
         bool, typer.Option(help="Break ties toward possible answers (off = the paper's plain greedy).")
     ] = True,
-    exact_up_to: Annotated[
-        int, typer.Option(help="Base policy plays the exact optimum on beliefs of at most this many answers (0: off).")
-    ] = 0,
+    exact_up_to: _ExactUpTo = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the result record here.")] = None,
 ) -> None:
     """Evaluate a policy exactly over every answer; print the result and optionally write JSON."""
@@ -217,16 +267,17 @@ def bench(
     from planning.wordle.evaluation import REQUIRED_KEYS, run_benchmark
     from planning.wordle.solver import SolverConfig
 
+    top_k, second_top_k, exact_up_to = _search_sizes(mode, top_k, second_top_k, exact_up_to)
     config = SolverConfig(
         mode=mode,
         policy=policy,
         heuristic=heuristic,
-        top_k=top_k,
-        second_top_k=second_top_k,
         opener=_opener(opener),
         lists=lists,
         guesses=guesses,
         candidate_tiebreak=candidate_tiebreak,
+        top_k=top_k,
+        second_top_k=second_top_k,
         exact_up_to=exact_up_to,
     )
     try:

@@ -36,14 +36,14 @@ from planning.wordle.heuristics import HEURISTICS, HeuristicPolicy
 from planning.wordle.model import WordleBelief, WordleModel
 from planning.wordle.table import TableLoad, load_pattern_table
 
-#: Per mode, the rollout's k, its k at the second guess and the base policy's exact-solver size used by ``play`` and
-#: ``solve`` when not given: in hard mode, rollout over GEP with k = 5 and exact play on beliefs of <= 40 answers
-#: reaches the optimum 8122 with salet (``experiments/wordle/results/hard_rollout_gep_k5_exact40_salet.json``);
-#: easy mode is at its optimum (7920) with k = 10 and no exact solver. From other openers the second guess decides
-#: most: looking at the heuristic's 100 best there brings most listed openers to Selby's proven optimum (hard mode
-#: with 30 left 9 of the 20 best openers 1-3 guesses above it; 100 became affordable once the exact solver passed
-#: limits down its search), and in easy mode exact play on beliefs of <= 20 answers lifts that from 94 to 102 of 105
-#: openers (``experiments/wordle/results/openers.json``; the earlier runs are in git history).
+#: Per mode, the rollout's k, its k at the second guess and the base policy's exact-solver size: the best measured
+#: configuration, which ``rolloutlab wordle play``, ``serve``, ``solve`` and ``bench`` use for every option not given.
+#: The second guess decides most: looking at the heuristic's 100 best there brings most listed openers to Selby's
+#: proven optimum (hard mode with 30 left 9 of the 20 best openers 1-3 guesses above it; 100 became affordable once
+#: the exact solver passed limits down its search), and in easy mode exact play on beliefs of <= 20 answers lifts that
+#: from 94 to 102 of 105 openers; hard mode reaches the optimum from all 20 of its best openers
+#: (``experiments/wordle/results/openers.json``; the earlier runs are in git history). From salet it gives the optima
+#: 7920 easy and 8122 hard.
 DEFAULT_TOP_K: dict[str, int] = {"easy": 10, "hard": 5}
 DEFAULT_SECOND_TOP_K: dict[str, int] = {"easy": 100, "hard": 100}
 DEFAULT_EXACT_UP_TO: dict[str, int] = {"easy": 20, "hard": 40}

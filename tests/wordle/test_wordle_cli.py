@@ -279,9 +279,11 @@ def test_counts_of_one_are_singular(original_table: TableLoad) -> None:
 
 
 def test_hard_mode_alternatives_are_shown_in_order(original_table: TableLoad) -> None:
-    # After SALET ⬛⬛⬛🟩⬛ hard mode's contenders come back as DINER 3.972, RIDER 4.047, CIDER 4.056, DICER 4.056,
-    # DONER 4.047 (ranked by answers past the limit first): shown by expected guesses, then safety, then A-Z.
-    result = runner.invoke(app, ["wordle", "play", "--hard", "--no-book"], input="salet bbbgb\nquit\n")
+    # After SALET ⬛⬛⬛🟩⬛ hard mode's five contenders (--second-top-k 0: k = 5 at the second guess too) come back as
+    # DINER 3.972, RIDER 4.047, CIDER 4.056, DICER 4.056, DONER 4.047 (ranked by answers past the limit first): shown
+    # by expected guesses, then safety, then A-Z.
+    args = ["wordle", "play", "--hard", "--no-book", "--second-top-k", "0"]
+    result = runner.invoke(app, args, input="salet bbbgb\nquit\n")
     assert result.exit_code == 0, result.output
     rows = _rows(result.output)
     assert len(rows) == 5 and rows == sorted(rows)
@@ -309,3 +311,64 @@ def test_opener_auto_shows_its_progress(small_files: tuple[Path, Path]) -> None:
     assert "openers: 100%" in result.stderr and "3/3" in result.stderr and "best=" in result.stderr
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(record["opener_search"]) == 3 and record["opener"] in {r["word"] for r in record["opener_search"]}
+
+
+def test_the_suggestion_leads_the_guesses_tied_with_it(original: WordLists, original_table: TableLoad) -> None:
+    from planning.wordle.assistant import Assistant
+    from planning.wordle.solver import Alternative
+
+    solver = WordleSolver(SolverConfig(policy="greedy"), original, original_table)
+    given = [Alternative("zonal", 2.5, False), Alternative("mango", 2.5, True), Alternative("banjo", 2.5, False)]
+    solver.alternatives = lambda *args, **kwargs: given  # type: ignore[method-assign]
+    solver.act = lambda *args, **kwargs: original.allowed.index("mango")  # type: ignore[method-assign]
+    out: list[str] = []
+    assistant = Assistant(solver, out.append)
+    assistant.handle("salet 01000")
+    assert "Suggested: MANGO" in out[-2], out[-2:]
+    assert [word for *_, word in _rows("\n".join(out))] == ["MANGO", "BANJO", "ZONAL"]
+
+
+@pytest.mark.parametrize("mode", ["easy", "hard"])
+def test_every_command_defaults_to_the_best_measured_configuration(
+    mode: str, small_files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``play``, ``serve``, ``solve`` and ``bench`` without options: DEFAULT_TOP_K, DEFAULT_SECOND_TOP_K and
+    DEFAULT_EXACT_UP_TO of the mode (the openers benchmark's configuration, at the proven optimum from salet)."""
+    from planning.wordle import solver as solver_module
+    from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_SECOND_TOP_K, DEFAULT_TOP_K
+
+    best = {"top_k": DEFAULT_TOP_K[mode], "second_top_k": DEFAULT_SECOND_TOP_K[mode]}
+    best["exact_up_to"] = DEFAULT_EXACT_UP_TO[mode]
+    assert best["second_top_k"] > 0 and best["exact_up_to"] > 0
+    answers, allowed = small_files
+    lists = f"{answers},{allowed}"
+    hard = ["--hard"] if mode == "hard" else []
+    out = tmp_path / "r.json"
+    bench = ["wordle", "bench", "--mode", mode, "--lists", lists, "--opener", "none", "--json", str(out)]
+    result = runner.invoke(app, bench)
+    assert result.exit_code == 0, result.output
+    config = json.loads(out.read_text())["config"]
+    assert {key: config[key] for key in best} == best
+
+    seen: list[SolverConfig] = []
+
+    def record(self: WordleSolver, config: SolverConfig, *args: Any, **kwargs: Any) -> None:
+        seen.append(config)
+        raise ValueError("configuration recorded")
+
+    monkeypatch.setattr(solver_module.WordleSolver, "__init__", record)
+    for command in (["play", "--no-book"], ["serve", "--no-book"], ["solve", answers.read_text().split()[0]]):
+        result = runner.invoke(app, ["wordle", *command, *hard, "--lists", lists], input="quit\n")
+        assert result.exit_code == 2 and "configuration recorded" in result.output, result.output
+        assert {key: getattr(seen[-1], key) for key in best} == best, command
+    assert len(seen) == 3
+
+
+def test_the_help_states_the_defaults_in_force() -> None:
+    from planning.wordle import cli
+    from planning.wordle.solver import DEFAULT_EXACT_UP_TO, DEFAULT_SECOND_TOP_K, DEFAULT_TOP_K
+
+    assert f"default: {DEFAULT_TOP_K['easy']} easy, {DEFAULT_TOP_K['hard']} hard" in cli._TOP_K_HELP
+    assert len(set(DEFAULT_SECOND_TOP_K.values())) == 1
+    assert f"default: {DEFAULT_SECOND_TOP_K['easy']};" in cli._SECOND_TOP_K_HELP
+    assert f"default: {DEFAULT_EXACT_UP_TO['easy']} easy, {DEFAULT_EXACT_UP_TO['hard']} hard" in cli._EXACT_HELP

@@ -89,3 +89,34 @@ def test_alternatives_option(original_table: TableLoad) -> None:
     assert len(re.findall(r"^\s+[A-Z]{5}\s+\d+\.\d{3}", table, flags=re.M)) == 3
     bad = CliRunner().invoke(app, ["play", "--alternatives", "0"], input="quit\n")
     assert bad.exit_code == 2
+
+
+def test_a_word_that_starts_like_a_command_is_a_guess(original: WordLists, original_table: TableLoad) -> None:
+    assistant, out = _assistant(original, original_table)
+    assert "whyda" in original.allowed
+    assistant.handle(f"whyda {_colours('whyda')}")  # not `why DA ...`
+    assert assistant.state.history == [("whyda", feedback("whyda", ANSWER))], out[-3:]
+    assistant.handle("WHY   crane")  # the command itself, however it is cased and spaced
+    assert "CRANE" in out[-1] and "answers on average" in out[-1]
+
+
+def test_letters_outside_a_to_z_are_refused_before_any_case_mapping(
+    original: WordLists, original_table: TableLoad
+) -> None:
+    # Unicode case mapping turns the long s into S and the Kelvin sign into k: neither may pass for SALET or KAYAK.
+    assistant, out = _assistant(original, original_table)
+    assistant.handle("why \u017falet")
+    assert "other than the letters A-Z (\u017f)" in out[-1] and "SALET" not in out[-1], out[-1]
+    assistant.handle("\u017falet bbbbb")
+    assert "other than the letters A-Z" in out[-1] and assistant.depth == 0, out[-1]
+    assistant.handle("\u212aayak bbbbb")
+    assert "other than the letters A-Z (\u212a)" in out[-1] and assistant.depth == 0, out[-1]
+    assistant.handle("\u212aayak")
+    assert "also type the colours" not in out[-1] and assistant.depth == 0, out[-1]
+
+
+def test_the_cli_refuses_letters_outside_a_to_z() -> None:
+    solved = CliRunner().invoke(app, ["solve", "cig\u212ar"])
+    assert solved.exit_code == 2 and "WORD: 'cig\u212ar'" in solved.output and "letters A-Z" in solved.output
+    opener = CliRunner().invoke(app, ["solve", "cigar", "--opener", "\u017falet"])
+    assert opener.exit_code == 2 and "--opener: '\u017falet'" in opener.output, opener.output

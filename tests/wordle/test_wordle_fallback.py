@@ -70,7 +70,33 @@ def test_a_whole_game_whose_answer_is_not_listed(original: WordLists, original_t
     assert extended and assistant.solved and assistant.state.history[-1][0] == answer
     assert "extended hidden list" in assistant.solver.lists.name
     depth = assistant.depth
-    assistant.handle("undo")  # the positions before the fallback were re-expressed over the new answers
+    assistant.handle("undo")  # a move played over the extended list: undo stays over that list
     assert assistant.depth == depth - 1 and answer in [
         assistant.solver.lists.answers[i] for i in assistant.state.belief.candidates
     ]
+
+
+def test_undo_past_an_extend_restores_the_list_in_force(original: WordLists, original_table: TableLoad) -> None:
+    answer = "adieu"  # on the extended hidden list only: ABBEY's colours rule out every original answer
+    assert answer not in original.answers
+    assistant, out = _assistant(original, original_table)
+    moves = [f"{word} {_colours(word, answer)}" for word in ("salet", "anger", "abbey")]
+    assert moves == ["salet bybgb", "anger gbbgb", "abbey gbbgb"]
+    for move in moves:
+        assistant.handle(move)
+    after_anger = assistant.state.belief.candidates.tolist()  # ABBEY was refused: still the position after ANGER
+    assistant.handle("extend")
+    assert "extended hidden list" in assistant.solver.lists.name and assistant.depth == 3
+    assistant.handle("undo")  # back to the position after ANGER, over the original list as it was then
+    assert assistant.depth == 2 and assistant.solver is assistant.first_solver
+    assert assistant.state.belief.candidates.tolist() == after_anger
+    assistant.handle("undo")
+    assistant.handle("undo")
+    assert assistant.depth == 0 and len(assistant.state.belief.candidates) == len(original.answers)
+    assert "Suggested opener" in out[-1]
+    for move in moves:  # played again, ABBEY is refused the same way, over the original list
+        assistant.handle(move)
+    assert out[-1].startswith("No answer in the original list gives") and "list list" not in out[-1]
+    assistant.handle("extend")
+    assistant.handle("undo")
+    assert assistant.depth == 2 and assistant.solver is assistant.first_solver

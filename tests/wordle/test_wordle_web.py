@@ -15,7 +15,7 @@ from envs.wordle_rules import WordLists, feedback
 from planning.wordle.cli import app
 from planning.wordle.solver import SolverConfig, WordleSolver
 from planning.wordle.table import TableLoad
-from planning.wordle.web import MAX_LINE, WebGame, create_app
+from planning.wordle.web import MAX_BODY, MAX_DEPTH, MAX_LINE, WebGame, create_app, describe_listen_error
 
 ANSWER = "cigar"
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +100,64 @@ def test_serve_refuses_a_port_in_use(original_table: TableLoad) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = CliRunner().invoke(app, ["serve", "--policy", "greedy", "--port", str(port)])
-    assert result.exit_code == 2 and "cannot listen on 127.0.0.1" in result.output, result.output
+    assert result.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}: port {port} is in use" in result.output
+
+
+def test_serve_names_an_address_that_is_not_on_this_machine(original_table: TableLoad) -> None:
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine.
+    result = CliRunner().invoke(app, ["serve", "--policy", "greedy", "--host", "192.0.2.1", "--port", "0"])
+    assert result.exit_code == 2 and "192.0.2.1 is not an address of this machine" in result.output, result.output
+    assert "in use" not in result.output and "--port" not in result.output
+
+
+def test_a_bind_refused_for_lack_of_permission_says_so() -> None:
+    import errno
+
+    message = describe_listen_error("127.0.0.1", 80, PermissionError(errno.EACCES, "Permission denied"))
+    assert "permission denied" in message and "--port of 1024 or more" in message and "in use" not in message
+
+
+class _CountingStream:
+    """A request body of ``size`` bytes that counts what the server reads of it."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.read_bytes = size, 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.size - self.read_bytes if n is None or n < 0 else min(n, self.size - self.read_bytes)
+        self.read_bytes += n
+        return b"[" * n
+
+    def readline(self, n: int = -1) -> bytes:
+        return self.read(n)
+
+
+def test_a_huge_body_is_refused_before_it_is_read(client: Any) -> None:
+    declared = _CountingStream(300 * 2**20)  # a 300 MB body, declared as such
+    environ = {"wsgi.input": declared, "CONTENT_LENGTH": str(declared.size)}
+    response = client.post("/api/command", content_type="application/json", environ_overrides=environ)
+    assert response.status_code == 413 and "over" in response.get_json()["error"]
+    assert declared.read_bytes == 0
+    undeclared = _CountingStream(300 * 2**20)  # sent without a length: read only up to the limit
+    environ = {"wsgi.input": undeclared, "CONTENT_LENGTH": "", "wsgi.input_terminated": True}
+    response = client.post("/api/command", content_type="application/json", environ_overrides=environ)
+    assert response.status_code == 413 and undeclared.read_bytes <= 2 * MAX_BODY, undeclared.read_bytes
+
+
+def test_too_deep_json_is_refused_before_parsing(client: Any) -> None:
+    deep = '{"line": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert len(deep) < MAX_BODY
+    response = client.post("/api/command", data=deep, content_type="application/json")
+    assert response.status_code == 400 and f"deeper than {MAX_DEPTH} levels" in response.get_json()["error"]
+    assert client.post("/api/command", data="[" * 200_000, content_type="application/json").status_code == 413
+    in_a_string = {"line": "[" * (MAX_DEPTH + 5) + " salet"}  # brackets inside a string are not nesting
+    assert client.post("/api/command", json=in_a_string).status_code == 200
+
+
+def test_a_reloaded_page_gets_the_last_messages_again(client: Any) -> None:
+    reply = _post(client, f"salet {_digits('salet')}")
+    assert reply["messages"][0].startswith("Coach:")
+    assert client.get("/api/state").get_json()["messages"] == reply["messages"]
 
 
 # --- the page in a real browser --------------------------------------------------------------------------------------
@@ -215,3 +272,15 @@ def test_a_whole_game_in_headless_chromium(page: Any, original: WordLists) -> No
     browser.find_element(By.ID, "submit").click()
     _wait(browser, lambda b: "not in the allowed word list" in b.find_element(By.ID, "messages").text, "the refusal")
     assert not browser.find_elements(By.CSS_SELECTOR, "#board .board-row")
+
+
+def test_a_word_that_starts_like_a_command_is_played(client: Any) -> None:
+    state = _post(client, f"whyda {_digits('whyda')}")["state"]
+    assert state["board"] == [{"word": "whyda", "colours": list(feedback("whyda", ANSWER))}]
+
+
+def test_the_api_refuses_letters_outside_a_to_z(client: Any) -> None:
+    before = client.get("/api/state").get_json()["state"]
+    for line in ("why \u017falet", "\u017falet 01000"):
+        reply = _post(client, line)
+        assert reply["state"] == before and "other than the letters A-Z" in reply["messages"][0], reply
