@@ -1,4 +1,4 @@
-"""The results pages and the history page are what ``experiments/docs_results.py`` renders from the committed results."""
+"""The results and history pages are what ``experiments/docs_results.py`` renders from the committed results."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_committed_pages_are_the_rendered_templates(tmp_path: Path) -> None:
     }
     for page in pages:
         committed = ROOT / "docs" / page.relative_to(tmp_path)
-        assert committed.read_text() == page.read_text(), f"{committed} is stale: run python experiments/docs_results.py"
+        assert committed.read_text() == page.read_text(), f"{committed} is stale: run experiments/docs_results.py"
     assert not any("{{" in p.read_text() for p in pages)
 
 
