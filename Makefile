@@ -9,7 +9,7 @@ TORCH_SPEC ?= $(shell ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1 && echo "torc
 EXTRAS ?= dev,llm,eval,mujoco,distributed
 STAMP := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
 
-.PHONY: run test lint typecheck pytest install browser clean
+.PHONY: run test lint typecheck pytest docs install browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,11 @@ pytest: $(STAMP)
 browser:
 	bash scripts/install_browser.sh
 
-test: browser lint typecheck pytest
+# The documentation site (mkdocs + mkdocstrings); strict, so a broken link or an unresolvable API name fails.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -q -d build/site
+
+test: browser lint typecheck docs pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .browser-install.log
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .browser-install.log build/site

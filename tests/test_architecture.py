@@ -142,6 +142,12 @@ def _room(module: str) -> str:
     return ".".join(path.relative_to(ROOT).parent.parts)
 
 
+def _nested(a: str, b: str) -> bool:
+    """Whether one room holds the other (or they are the same): a package and its own sub-rooms are one house, whose
+    root modules (plumbing such as buffers, and the pillar's command line) may sit on both sides of a sub-room."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
 def test_the_graph_is_read() -> None:
     # A guard for the checks below: a parser that saw no imports would pass them all.
     assert "mbrl.algorithms.mbpo" in MODULES or "mbrl" in MODULES
@@ -156,10 +162,7 @@ def test_no_import_circles_between_rooms() -> None:
     rooms: dict[str, set[str]] = defaultdict(set)
     for module, targets in GRAPH.items():
         for target in targets:
-            if target in MODULES and _room(target) != _room(module):
-                # A package's __init__ re-exporting its rooms' names is the room itself speaking, not a tie upward.
-                if MODULES[module].name == "__init__.py" and _room(target).startswith(_room(module) + "."):
-                    continue
+            if target in MODULES and not _nested(_room(module), _room(target)):
                 rooms[_room(module)].add(_room(target))
     assert _cycles(dict(rooms)) == []
 

@@ -4,7 +4,7 @@ equal env steps and at equal wall-clock, and the reference policies, all on the 
 Full run (3 seeds per task, every task; each agent run is capped at an hour, BUDGETS). Cost per bandit or key-door
 task: 3 agent runs + the RecurrentPPO grid (8 x a quarter of one run) + 3 equal-time runs + 3 equal-steps runs
 (shorter), about 9 x 55 min; the T-maze stops once solved (minutes). In all about 25 core-hours, ~13 h on the shared
-2-core machine with one process per core (the bandits run the ``whole_trial`` setting, docs/incontext.md):
+2-core machine with one process per core (the bandits run the ``whole_trial`` setting, docs/results/incontext.md):
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/matched.py --setting whole_trial \
         --tasks bandit_5x100 bandit_2x100 &

@@ -12,7 +12,7 @@ update per step come from the MBPO benchmark's saved runs for the same seeds
 Each finished (env, arm, seed) run is saved in ``results/pets_partial/<env>[_<tag>]/`` at once and reused on a rerun
 with the same settings, so a killed benchmark resumes where it stopped. Writes ``results/pets.json`` (per env the
 command that made it, the summary under ``envs.<env>.<arm>`` and every run; envs of earlier calls are kept),
-``results/pets.png`` (evaluation curves) and ``results/pets.md`` (the table the README quotes). Every run uses
+``results/pets.png`` (evaluation curves) and ``results/pets.md`` (the table docs/results/mpc.md quotes). Every run uses
 PETSConfig's defaults apart from the protocol's settings above. The benchmark's logic (settings, runs, summary, table)
 is :mod:`experiments.mbrl.pets_protocol`'s.
 """

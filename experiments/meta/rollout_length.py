@@ -267,7 +267,7 @@ def main() -> None:
     if mixed:
         print(
             f"[{env_id}] warning: runs {sorted(mixed)} were scored on different machines for different arms, so "
-            "they are not paired bit for bit; rescore them on one machine (see docs/meta.md)",
+            "they are not paired bit for bit; rescore them on one machine (see docs/results/meta.md)",
             flush=True,
         )
     update_summary(summary_path, {

@@ -1,9 +1,10 @@
 """Where issue 16's round-two run stands: meta-training rounds, what the meta-agents do so far, test runs done.
 
 Reads only what ``experiments/meta/rollout_length.py`` commits (each action set's ``meta_training.json`` and the
-arms file) and writes ``results/round2/progress.json``, the source of the progress figures in ``docs/meta.md``. The
-K and final-return trends are over *training* meta-episodes (randomized physics, epsilon-greedy exploration), so
-they say what the compute is buying, not how the learned schedule scores: that is the test arms' job.
+arms file) and writes ``results/round2/progress.json``, the source of the progress figures in
+``docs/results/meta.md``. The K and final-return trends are over *training* meta-episodes (randomized physics,
+epsilon-greedy exploration), so they say what the compute is buying, not how the learned schedule scores: that is the
+test arms' job.
 
     python experiments/meta/round2_progress.py
 """

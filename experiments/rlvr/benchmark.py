@@ -8,7 +8,7 @@ Every arm starts from the same SFT checkpoint (trained first with ``rolloutlab r
 the same prompt pool, prompts per step, optimizer, number of steps and held-out set; ≥3 seeds. Each finished
 (arm, seed) run is written to ``results/per_run/<arm>__<seed>.json`` at once, so a killed benchmark resumes where it
 stopped. At the end the script writes ``results/summary.json`` (the issue's keys), ``results/accuracy_vs_tokens.png``
-and prints the table quoted in ``docs/rlvr.md``. The benchmark's logic (arms, runs, summary, table) is
+and prints the table quoted in ``docs/results/rlvr.md``. The benchmark's logic (arms, runs, summary, table) is
 :mod:`experiments.rlvr.allocator_benchmark`'s.
 """
 
@@ -67,7 +67,7 @@ class Args:
     loss: str = "dapo"
     """Token-level (dapo) or per-sequence loss (dapo is what GRPOConfig's loss=None picks for the grpo advantage)."""
     minibatches: int = BENCHMARK_MINIBATCHES
-    """Optimizer steps per generated batch. 1 (one full-batch step, ratio 1) is how the table in docs/rlvr.md was
+    """Optimizer steps per generated batch. 1 (one full-batch step, ratio 1) is how the results table was
     measured and reproduces that trainer exactly; the trainer's own default is 4 (with lr 1e-4, see GRPOConfig)."""
     difficulties: list[int] = field(default_factory=lambda: list(DIFFICULTIES))
     """Digits of the long operand in the RL pool and held-out set."""

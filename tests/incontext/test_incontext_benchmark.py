@@ -88,17 +88,17 @@ def test_committed_runs_are_the_settings_of_their_recorded_command(name: str) ->
 
 
 def test_committed_summary_and_table_are_generated_from_the_part_files() -> None:
-    """Issue 7's summary (``summary_issue7.*``) and its table in docs/incontext.md."""
+    """Issue 7's summary (``summary_issue7.*``) and its table in docs/history.md."""
     summary = summarize_parts(RESULTS)
     assert json.dumps(summary) == json.dumps(json.loads((RESULTS / "summary_issue7.json").read_text()))
     table = (RESULTS / "summary_issue7.md").read_text()
     assert table == summary_table(summary)
-    assert table.strip() in (ROOT / "docs" / "incontext.md").read_text()
+    assert table.strip() in (ROOT / "docs" / "history.md").read_text()
 
 
 def test_committed_second_round_summary_is_generated_from_the_matched_pieces() -> None:
-    """Issue 18's ``summary.json`` and ``summary.md`` are ``matched.py --summarize-only``'s, and the README quotes the
-    table."""
+    """The matched benchmark's ``summary.json`` and ``summary.md`` are ``matched.py --summarize-only``'s, and the
+    results page quotes the table."""
     from experiments.incontext.matched_protocol import summarize
     from experiments.incontext.matched_protocol import summary_table as matched_table
 
@@ -107,7 +107,7 @@ def test_committed_second_round_summary_is_generated_from_the_matched_pieces() -
     assert json.dumps(summary["tasks"]) == json.dumps(committed["tasks"])
     table = (RESULTS / "summary.md").read_text()
     assert table == matched_table(summary)
-    assert table.strip() in (ROOT / "README.md").read_text()
+    assert table.strip() in (ROOT / "docs" / "results" / "incontext.md").read_text()
 
 
 def test_quick_bench_contract(tmp_path: Path) -> None:

@@ -310,7 +310,7 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
 
 
 def test_whole_trial_setting_is_the_gate_run_it_names() -> None:
-    # The named setting must be exactly the 400k-step gate run whose score docs/incontext.md quotes for it.
+    # The named setting must be exactly the 400k-step gate run whose score docs/results/incontext.md quotes for it.
     result = json.loads(
         (REPO / "experiments/incontext/results/gate400k_oldknobs_peractor_notime_bins33.json").read_text()
     )

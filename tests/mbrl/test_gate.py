@@ -89,10 +89,9 @@ def test_committed_gate_table_is_generated_from_its_json() -> None:
 
 
 @pytest.mark.skipif(not (RESULTS / "gate.md").exists(), reason="the gate has not been run")
-def test_readme_and_docs_quote_the_gate_table() -> None:
+def test_results_page_quotes_the_gate_table() -> None:
     table = (RESULTS / "gate.md").read_text()
-    assert table in (ROOT / "README.md").read_text()
-    assert table in (ROOT / "docs" / "dyna.md").read_text()
+    assert table in (ROOT / "docs" / "results" / "mbrl.md").read_text()
 
 
 def test_diagnosis_variants_are_valid_gate_settings_with_a_ceiling_arm() -> None:
@@ -121,7 +120,7 @@ def test_multi_step_gate_and_diagnosis_tables_are_generated_and_quoted() -> None
     table = (RESULTS / "gate_multi_step.md").read_text()
     assert table == gate_table(summary)
     assert summary["protocol"]["multi_step_targets"] and summary["protocol"]["deterministic_rollouts"]
-    docs = (ROOT / "docs" / "dyna.md").read_text()
+    docs = (ROOT / "docs" / "results" / "mbrl.md").read_text()
     assert table in docs and (RESULTS / "gate_diagnosis.md").read_text() in docs
     lookahead = json.loads((RESULTS / "gate_lookahead.json").read_text())
     assert lookahead["protocol"]["model_use"] == "lookahead"
@@ -169,8 +168,7 @@ def test_the_10k_lookahead_gate_is_generated_and_quoted() -> None:
     assert summary["protocol"]["runs"] == 20 and not summary["gate_passed"]
     table = (RESULTS / "gate_lookahead_10k.md").read_text()
     assert table == gate_table(summary)
-    assert table.strip() in (ROOT / "docs" / "dyna.md").read_text()
-    assert table.strip() in (ROOT / "README.md").read_text()
+    assert table.strip() in (ROOT / "docs" / "results" / "mbrl.md").read_text()
     dec = json.loads((RESULTS / "gate_lookahead_10k_dec.json").read_text())
     # Paired runs: the compute-matched arm's runs 0-9 are bit-identical in the two batches.
     assert dec["arms"]["fixed:0+compute"]["finals"] == summary["arms"]["fixed:0+compute"]["finals"][:10]
@@ -182,7 +180,7 @@ def test_the_fresh_seed_confirmation_is_generated_and_quoted() -> None:
     assert protocol["seed"] == 1 and protocol["runs"] == 20 and protocol["lookahead_trust"] == 2.0
     assert protocol["lookahead_expectation"] and not summary["gate_passed"]
     table = (RESULTS / "gate_trust_confirm.md").read_text()
-    assert table == gate_table(summary) and table.strip() in (ROOT / "docs" / "dyna.md").read_text()
+    assert table == gate_table(summary) and table.strip() in (ROOT / "docs" / "results" / "mbrl.md").read_text()
 
 
 def test_the_8k_gate_passed_and_is_generated_and_quoted() -> None:
@@ -195,20 +193,18 @@ def test_the_8k_gate_passed_and_is_generated_and_quoted() -> None:
     assert paired["fixed:0"]["z"] > 2 and paired["fixed:0+compute"]["z"] > 2
     table = (RESULTS / "gate_8k_converged.md").read_text()
     assert table == gate_table(summary)
-    assert table.strip() in (ROOT / "docs" / "dyna.md").read_text()
-    assert table.strip() in (ROOT / "README.md").read_text()
+    assert table.strip() in (ROOT / "docs" / "results" / "mbrl.md").read_text()
 
 
 def test_the_fit_convergence_figures_quoted_are_the_committed_ones() -> None:
     fits = json.loads((RESULTS / "fit_convergence.json").read_text())["fits"]
     assert fits["patience2000"]["state_delta_nmse_vs_reference"] == 1.0
-    readme = (ROOT / "README.md").read_text()
-    docs = (ROOT / "docs" / "dyna.md").read_text()
+    docs = (ROOT / "docs" / "results" / "mbrl.md").read_text()
     for name in ("cap600", "uncapped"):
         ratio = f"{fits[name]['state_delta_nmse_vs_reference']:.1f}"
         assert f"| {ratio} |" in docs
-    assert f"{fits['cap600']['state_delta_nmse_vs_reference']:.0f}×" in readme
-    assert f"{fits['uncapped']['state_delta_nmse_vs_reference']:.1f}×" in readme
+    assert f"{fits['cap600']['state_delta_nmse_vs_reference']:.0f}×" in docs
+    assert f"{fits['uncapped']['state_delta_nmse_vs_reference']:.1f}×" in docs
 
 
 def test_the_committed_8k_gate_is_what_its_saved_slices_give() -> None:

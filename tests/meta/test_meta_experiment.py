@@ -1,6 +1,6 @@
 """The meta-controller benchmark (``experiments/meta/rollout_length_protocol.py``, which
 ``experiments/meta/rollout_length.py`` drives): test runs split into units that cover every run once, the paired
-summary's statistics, and the committed round-one results as the README quotes them."""
+summary's statistics, and the committed first-protocol results as docs/history.md quotes them."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "experiments" / "meta" / "results"
 
 
-def test_readme_quotes_the_scaled_table() -> None:
+def test_history_page_quotes_the_scaled_table() -> None:
     table = (RESULTS / "scaled" / "table.md").read_text()
-    assert table in (ROOT / "README.md").read_text()
+    assert table in (ROOT / "docs" / "history.md").read_text()
 
 
 def test_slices_of_runs_merge_into_the_whole_arm() -> None:
@@ -211,11 +211,11 @@ def test_round2_progress_counts_rounds_trends_and_test_runs(tmp_path: Path) -> N
     assert json.loads((tmp_path / "progress.json").read_text()) == out
 
 
-def test_readme_quotes_the_round2_table() -> None:
+def test_results_page_quotes_the_round2_table() -> None:
     heading, body = (RESULTS / "round2" / "table.md").read_text().split("\n\n", 1)
     assert heading == "## Acrobot-v1, perturbed test physics"
     assert "| meta_step | 40 |" in body and "| meta_direct | 40 |" in body  # the finished run, not a partial one
-    assert body in (ROOT / "README.md").read_text()  # the rows and the META lines, under the README's own heading
+    assert body in (ROOT / "docs" / "results" / "meta.md").read_text()  # the rows and the META lines
 
 
 def test_the_issue_summary_is_round_two() -> None:

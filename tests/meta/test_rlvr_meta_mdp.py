@@ -261,8 +261,8 @@ def test_the_committed_rlvr_meta_table_is_generated_from_its_json_and_quoted() -
     summary = json.loads((results / "rlvr_meta.json").read_text())
     table = script.table(summary)
     assert (results / "rlvr_meta.md").read_text() == table
-    assert table in (REPO / "docs" / "meta.md").read_text()
-    readme = (REPO / "README.md").read_text()
+    assert table in (REPO / "docs" / "results" / "meta.md").read_text()
+    readme = (REPO / "docs" / "results" / "meta.md").read_text()
     compact, trl = summary["compact"], summary["trl"]
     poi = compact["prob_improvement_vs_best"]
     assert f"{poi['point']:.2f} [{poi['ci'][0]:.2f}, {poi['ci'][1]:.2f}]" in readme
@@ -282,9 +282,9 @@ def test_the_in_distribution_table_is_generated_from_its_json_and_quoted() -> No
     assert summary["args"]["test_mix"] is None and summary["args"]["test_lr"] is None
     table = script.table(summary)
     assert (results / "rlvr_meta_in_distribution.md").read_text() == table
-    assert table in (REPO / "docs" / "meta.md").read_text()
+    assert table in (REPO / "docs" / "results" / "meta.md").read_text()
     vs_random = summary["compact"]["meta_minus_random_final_accuracy"]
     assert (
         f"{vs_random['point']:+.3f} [{vs_random['ci'][0]:+.3f}, {vs_random['ci'][1]:+.3f}]"
-        in (REPO / "README.md").read_text()
+        in (REPO / "docs" / "results" / "meta.md").read_text()
     )

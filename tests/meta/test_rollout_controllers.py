@@ -155,7 +155,7 @@ def test_specs_quoted_in_the_docs_parse() -> None:
         re.compile(rf"`((?:{names}):[0-9.,]+)`"),
     ]
     quoted = set()
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = doc.read_text(encoding="utf-8")
         for pattern in patterns:
             for match in pattern.finditer(text):

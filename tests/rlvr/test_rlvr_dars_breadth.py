@@ -16,10 +16,10 @@ from tiny_grpo import TINY_LM, resumed_alongside
 
 from envs.reasoning import make_prompt_set
 from meta.rlvr.allocators import make_allocator
-from meta.rlvr.allocators.dars_breadth import DARSBreadth, breadth_config
+from meta.rlvr.allocators.dars_breadth import DARSBreadth
 from meta.rlvr.lm.charlm import build_model
 from meta.rlvr.lm.vocab import CharVocab
-from meta.rlvr.trainers.dars_breadth import DARSBreadthTrainer, pass_at_k, sampled_pass_rates
+from meta.rlvr.trainers.dars_breadth import DARSBreadthTrainer, breadth_config, pass_at_k, sampled_pass_rates
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import Group
 

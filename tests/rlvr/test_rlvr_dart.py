@@ -16,6 +16,7 @@ from tiny_grpo import TINY_LM, parity_reward
 from envs.reasoning import make_prompt_set
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.sampling import sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.dart import (
     DARTConfig,
@@ -29,7 +30,6 @@ from meta.rlvr.trainers.dart import (
 from meta.rlvr.trainers.dart_workers import RolloutJob
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_loss import group_advantages
-from meta.rlvr.trainers.sampling import sequence_logprobs
 
 
 def _trainer(backend: str = "inline", workers: int = 1, **dart: Any) -> DARTTrainer:

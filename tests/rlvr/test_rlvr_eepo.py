@@ -9,12 +9,12 @@ import torch
 from tiny_grpo import resumed_alongside, tiny_grpo_trainer
 
 from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.sampling import sample, sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.token.eepo import EEPO, perturbed
 from meta.rlvr.token.hapo import HAPO
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_groups import Group
-from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 

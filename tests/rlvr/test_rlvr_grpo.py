@@ -9,11 +9,11 @@ import torch
 from envs.reasoning import Task, make_prompt_set
 from meta.rlvr import AR3PO, DynamicSampling, Uniform
 from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model, save_model
+from meta.rlvr.lm.sampling import sample, sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_loss import group_advantages
-from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 

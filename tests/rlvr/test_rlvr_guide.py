@@ -17,10 +17,10 @@ from meta.rlvr import Uniform, make_allocator
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.guidance.guide import Guide, behaviour_logprobs, hint_length, importance_ratios
 from meta.rlvr.lm.charlm import build_model
+from meta.rlvr.lm.sampling import sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
-from meta.rlvr.trainers.sampling import sequence_logprobs
 
 
 def test_hint_length_hand_cases() -> None:

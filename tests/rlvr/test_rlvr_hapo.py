@@ -13,6 +13,7 @@ from tiny_grpo import tiny_grpo_trainer
 
 from meta.rlvr import BalancedClip, make_allocator
 from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.sampling import sample, sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.token import make_token_controller
 from meta.rlvr.token.hapo import (
@@ -24,7 +25,6 @@ from meta.rlvr.token.hapo import (
     token_temperatures,
 )
 from meta.rlvr.trainers.grpo import GRPOTrainer
-from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2)
 #: Log-entropies 0, 1, 2: median 1, std sqrt(2/3), so z = -1.2247, 0, +1.2247 and both sides scale to ±1.

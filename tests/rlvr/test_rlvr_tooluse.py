@@ -27,11 +27,11 @@ from envs.reasoning.tooluse import (
 )
 from meta.rlvr import Uniform
 from meta.rlvr.lm.charlm import CharLMConfig, build_model
+from meta.rlvr.lm.sampling import sample
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import Group, Response
-from meta.rlvr.trainers.sampling import sample
 from meta.rlvr.trainers.tools import CalculatorTool
 
 TINY = CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, alphabet=TOOL_ALPHABET)

@@ -46,7 +46,7 @@ def test_committed_opener_table_is_generated_from_its_json_and_quoted() -> None:
     summary = json.loads((RESULTS / "openers.json").read_text())
     table = (RESULTS / "openers.md").read_text()
     assert table == openers_table(summary)
-    assert table in (ROOT / "docs" / "wordle.md").read_text()
+    assert table in (ROOT / "docs" / "results" / "wordle.md").read_text()
     for mode in ("easy", "hard"):
         rows = summary[mode]["rows"]
         assert all(r["total"] - r["optimum"] == r["excess"] for r in rows)

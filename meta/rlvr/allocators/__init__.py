@@ -12,7 +12,7 @@ from __future__ import annotations
 from meta.rlvr.allocators.ar3po import AR3PO
 from meta.rlvr.allocators.base import Allocator, DynamicSampling, Uniform, is_mixed
 from meta.rlvr.allocators.dars import DARS, cumulative_advantage_factor
-from meta.rlvr.allocators.dars_breadth import DARSBreadth, breadth_config, breadth_run_config
+from meta.rlvr.allocators.dars_breadth import DARSBreadth
 from meta.rlvr.allocators.e3 import E3Budget
 from meta.rlvr.allocators.knapsack import Knapsack, p_mixed, solve_knapsack
 from meta.rlvr.allocators.reuse import ResponseBuffer, StoredResponse
@@ -34,8 +34,6 @@ __all__ = [
     "StatsTable",
     "StoredResponse",
     "Uniform",
-    "breadth_config",
-    "breadth_run_config",
     "cumulative_advantage_factor",
     "is_mixed",
     "make_allocator",

@@ -2,22 +2,15 @@
 "Depth-Breadth Synergy in RLVR", section 5).
 
 :class:`DARSBreadth` is DARS (:mod:`.dars`) with the breadth ``B`` (prompts per step) and ``E`` (full-batch epochs)
-attached; :func:`breadth_config` applies them to a trainer config and :func:`breadth_run_config` to a run config whose
-allocator is a ``dars_b`` spec. The trainer that does both is
-:class:`meta.rlvr.trainers.dars_breadth.DARSBreadthTrainer`. The spec ``dars_b:N,N_max,EPOCHS,BREADTH`` (defaults 4, 16,
+attached; :mod:`meta.rlvr.trainers.dars_breadth` applies them to a trainer config (``breadth_config``) and to a run
+config whose allocator is a ``dars_b`` spec (``breadth_run_config``), and holds the trainer that does both,
+``DARSBreadthTrainer``. The spec ``dars_b:N,N_max,EPOCHS,BREADTH`` (defaults 4, 16,
 2, 64) builds the allocator (:mod:`.specs`). Numpy only.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
 from meta.rlvr.allocators.dars import DARS
-
-if TYPE_CHECKING:
-    from meta.rlvr.trainers.grpo_config import GRPOConfig
-
 
 #: The spec name of :class:`DARSBreadth`.
 DARS_B = "dars_b"
@@ -25,7 +18,7 @@ DARS_B = "dars_b"
 
 class DARSBreadth(DARS):
     """DARS with breadth: the allocator decides depth (extra responses for hard prompts), and carries the breadth the
-    trainer must run with (:func:`breadth_config`).
+    trainer must run with (``meta.rlvr.trainers.dars_breadth.breadth_config``).
 
     Args:
         base: ``N``, stage-1 responses per prompt.
@@ -52,21 +45,3 @@ class DARSBreadth(DARS):
             raise ValueError(f"need epochs >= 1 and breadth >= 1, got epochs={epochs}, breadth={breadth}")
         self.epochs = int(epochs)
         self.breadth = int(breadth)
-
-
-def breadth_config(cfg: GRPOConfig, allocator: DARSBreadth) -> GRPOConfig:
-    """``cfg`` with the allocator's breadth: ``prompts_per_step = B``, one minibatch (the full batch), ``epochs = E``.
-    Everything else (learning rate, clip range, loss) is kept."""
-    return replace(cfg, prompts_per_step=allocator.breadth, minibatches=1, epochs=allocator.epochs)
-
-
-def breadth_run_config(cfg: Any) -> Any:
-    """A :class:`~meta.rlvr.trainers.run.GRPORunConfig` whose ``allocator`` is a ``dars_b`` spec, with its trainer
-    settings (``grpo``) set to the spec's breadth; any other config is returned unchanged. Idempotent, so a resumed run
-    (whose saved config already holds the breadth) resolves to the same settings."""
-    from meta.rlvr.allocators.specs import make_allocator
-
-    allocator = make_allocator(cfg.allocator)
-    if not isinstance(allocator, DARSBreadth):
-        return cfg
-    return replace(cfg, grpo=breadth_config(cfg.grpo, allocator))

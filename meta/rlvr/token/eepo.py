@@ -89,7 +89,7 @@ def perturbed(
     """
     import torch
 
-    from meta.rlvr.trainers.sampling import sequence_logprobs
+    from meta.rlvr.lm.sampling import sequence_logprobs
 
     snapshot = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=False).items()}
     grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}

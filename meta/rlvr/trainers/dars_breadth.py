@@ -16,7 +16,7 @@ In the compact trainer (:class:`~meta.rlvr.trainers.grpo.GRPOTrainer`) breadth i
 
 So one DARS-B step makes exactly ``E`` optimizer steps and each learning row is in each of them once.
 :class:`~meta.rlvr.allocators.dars_breadth.DARSBreadth` is the allocator (DARS with the breadth settings attached),
-:func:`~meta.rlvr.allocators.dars_breadth.breadth_config` applies them to a trainer config and
+:func:`breadth_config` applies them to a trainer config and
 :class:`DARSBreadthTrainer` is the trainer that does both. The spec
 ``dars_b:N,N_max,EPOCHS,BREADTH`` (defaults 4, 16, 2, 64) builds the allocator from the CLI
 (``rolloutlab rlvr train --allocator dars_b:4,16,2,64``); :class:`~meta.rlvr.trainers.run.GRPORun` applies the breadth
@@ -27,17 +27,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from envs.reasoning import Task
-from meta.rlvr.allocators.dars_breadth import DARSBreadth, breadth_config
+from meta.rlvr.allocators import make_allocator
+from meta.rlvr.allocators.dars_breadth import DARSBreadth
+from meta.rlvr.lm.sampling import sample
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
-from meta.rlvr.trainers.sampling import sample
+
+
+def breadth_config(cfg: GRPOConfig, allocator: DARSBreadth) -> GRPOConfig:
+    """``cfg`` with the allocator's breadth: ``prompts_per_step = B``, one minibatch (the full batch), ``epochs = E``.
+    Everything else (learning rate, clip range, loss) is kept."""
+    return replace(cfg, prompts_per_step=allocator.breadth, minibatches=1, epochs=allocator.epochs)
+
+
+def breadth_run_config(cfg: Any) -> Any:
+    """A :class:`~meta.rlvr.trainers.run.GRPORunConfig` whose ``allocator`` is a ``dars_b`` spec, with its trainer
+    settings (``grpo``) set to the spec's breadth; any other config is returned unchanged. Idempotent, so a resumed run
+    (whose saved config already holds the breadth) resolves to the same settings."""
+    allocator = make_allocator(cfg.allocator)
+    if not isinstance(allocator, DARSBreadth):
+        return cfg
+    return replace(cfg, grpo=breadth_config(cfg.grpo, allocator))
 
 
 class DARSBreadthTrainer(GRPOTrainer):

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from envs.reasoning import Task
+from meta.rlvr.lm.sampling import sample, sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.trainers.grpo_groups import RewardFn
-from meta.rlvr.trainers.sampling import sample, sequence_logprobs
 
 #: The pool backends :func:`make_pool` knows.
 BACKENDS: tuple[str, ...] = ("inline", "process", "ray")

@@ -4,7 +4,7 @@ One step (Shao et al. 2024, GRPO; Yu et al. 2025, DAPO):
 
 1. draw ``prompts_per_step`` prompts; the allocator (:mod:`meta.rlvr.allocators`) sets each prompt's first-stage
    count, then, stage by stage, how many more responses each prompt gets given this step's rewards so far;
-2. sample with a KV cache (:mod:`meta.rlvr.trainers.sampling`) and score every response with the verifier;
+2. sample with a KV cache (:mod:`meta.rlvr.lm.sampling`) and score every response with the verifier;
 3. optionally inject buffered correct responses into all-wrong groups (AR3PO response reuse, each with the reward the
    verifier gave it when it was stored) and drop zero-variance groups, refilling with fresh prompts (DAPO dynamic
    sampling);
@@ -52,6 +52,7 @@ from meta.rlvr.allocators.reuse import ResponseBuffer
 from meta.rlvr.allocators.staging import CostLedger
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.guidance import Guidance
+from meta.rlvr.lm.sampling import ToolHook, sample
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.token.arpo import BranchingRollout
 from meta.rlvr.token.clipping import BalancedClip
@@ -63,7 +64,6 @@ from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import Group, RewardFn, response_measures
 from meta.rlvr.trainers.grpo_rollout import GRPORollout
 from meta.rlvr.trainers.grpo_update import GRPOUpdate
-from meta.rlvr.trainers.sampling import ToolHook, sample
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import capture_rng, restore_rng
 

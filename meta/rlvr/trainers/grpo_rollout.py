@@ -17,13 +17,13 @@ from meta.rlvr.allocators.reuse import ResponseBuffer
 from meta.rlvr.allocators.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.guidance import Guidance
+from meta.rlvr.lm.sampling import Samples, ToolHook, sample
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.token.arpo import BranchingRollout
 from meta.rlvr.token.eepo import EEPO, perturbed
 from meta.rlvr.token.hapo import HAPO
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import Group, Response, RewardFn
-from meta.rlvr.trainers.sampling import Samples, ToolHook, sample
 
 #: Part of a stage's sampling: group index per row, the samples, and ARPO's (family, shared tokens) per row.
 _Part = tuple[list[int], Samples, list[tuple[int, int]] | None]

@@ -15,6 +15,7 @@ import torch
 
 from meta.rlvr.allocators.staging import CostLedger
 from meta.rlvr.guidance import Guidance
+from meta.rlvr.lm.sampling import sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
 from meta.rlvr.token.arpo import BranchingRollout, prefix_advantages
 from meta.rlvr.token.clipping import BalancedClip
@@ -23,7 +24,6 @@ from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.grpo_groups import Group, Response
 from meta.rlvr.trainers.grpo_loss import aggregate_loss, group_advantages, loss_normaliser
-from meta.rlvr.trainers.sampling import sequence_logprobs
 
 
 @dataclass

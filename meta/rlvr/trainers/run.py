@@ -42,7 +42,6 @@ from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
 from envs.reasoning.scratchpad import SCRATCH_FAMILY, make_scratch_set, verify_scratch
 from envs.reasoning.tooluse import CALC_FAMILY, CalcOptions, make_calc_set, verify_calc
 from meta.rlvr.allocators import make_allocator
-from meta.rlvr.allocators.dars_breadth import breadth_run_config
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model
 from meta.rlvr.lm.vocab import CharVocab
@@ -50,6 +49,7 @@ from meta.rlvr.token import make_token_controller
 from meta.rlvr.token.arpo import BranchingRollout
 from meta.rlvr.token.eepo import EEPO
 from meta.rlvr.token.hapo import HAPO
+from meta.rlvr.trainers.dars_breadth import breadth_run_config
 from meta.rlvr.trainers.dart import DARTTrainer, make_dart_config
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
@@ -84,7 +84,7 @@ class GRPORunConfig:
         dart: DART spec for :func:`meta.rlvr.trainers.dart.make_dart_config`, ``dart:1,4,8,1,process`` (asynchronous
             rollout workers, bounded staleness) or ``dart_sync:4,8,1,process`` (the synchronous baseline); its
             per-task counts replace ``allocator``; empty for the plain trainer (the default). A ``dars_b``
-            allocator sets ``grpo``'s breadth (:func:`meta.rlvr.allocators.dars_breadth.breadth_run_config`).
+            allocator sets ``grpo``'s breadth (:func:`meta.rlvr.trainers.dars_breadth.breadth_run_config`).
         steps: GRPO steps in the whole run (a resumed run stops at the same number).
         eval_every: Held-out evaluation period in steps (also at step 0 and at the end).
         checkpoint_every: Steps between checkpoints (0: only at the end); a killed run loses at most this many.

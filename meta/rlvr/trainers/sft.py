@@ -35,8 +35,8 @@ from envs.reasoning.tooluse import (
     verify_calc,
 )
 from meta.rlvr.lm.charlm import CharLMConfig, build_model, save_model
+from meta.rlvr.lm.sampling import ToolHook, sample, sequence_logprobs
 from meta.rlvr.lm.vocab import CharVocab
-from meta.rlvr.trainers.sampling import ToolHook, sample, sequence_logprobs
 from meta.rlvr.trainers.tools import CalculatorTool
 
 

@@ -1,6 +1,6 @@
 """Tools the environment runs while the compact trainer samples: the calculator of the ``calc`` task family.
 
-:class:`CalculatorTool` is a :class:`~meta.rlvr.trainers.sampling.ToolHook`: when a row samples the last character of
+:class:`CalculatorTool` is a :class:`~meta.rlvr.lm.sampling.ToolHook`: when a row samples the last character of
 ``</calc>``, it decodes the row's completion, asks :func:`envs.reasoning.tooluse.tool_response` for the result and
 returns its token ids, which the sampler inserts and marks so the policy-gradient loss skips them. With
 ``max_operations`` (:attr:`envs.reasoning.tooluse.CalcOptions.call_operations`) it refuses (``?``) a call holding more
