@@ -21,8 +21,9 @@ Note: ``mbrl`` is also the import name of facebookresearch's mbrl-lib; do not in
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mbrl.algorithms.dyna import DynaConfig, DynaDQN
@@ -59,9 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)

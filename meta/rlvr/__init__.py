@@ -19,8 +19,7 @@ use (PEP 562).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from meta.rlvr.allocators import (
     AR3PO,
@@ -55,6 +54,7 @@ from meta.rlvr.token import (
     make_token_controller,
     positive_share,
 )
+from rolloutlab.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from meta.rlvr.guidance import HBPO, SEELE, Guidance, Guide, make_guidance
@@ -140,9 +140,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)

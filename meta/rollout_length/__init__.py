@@ -17,8 +17,9 @@ the batched ``MetaVecEnv``), :mod:`.learned` (``LearnedController``), :mod:`.eva
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from meta.rollout_length.env import MetaEnvConfig, MetaVecEnv, RolloutLengthEnv
@@ -35,9 +36,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)

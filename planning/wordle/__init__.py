@@ -17,8 +17,9 @@ The names below load on first use (PEP 562), so ``import planning.wordle`` reads
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rolloutlab.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from envs.wordle_rules import feedback, load_word_lists
@@ -39,9 +40,4 @@ _HOMES = {
 __all__ = ["Alternative", "Assistant", "SolverConfig", "WordleSolver", "feedback", "load_word_lists", "parse_colours"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)
