@@ -61,7 +61,8 @@ class DiscretePendulumEnv(PendulumEnv):
             raise ValueError(f"max_speed must be finite and > 0, got {max_speed}")
         super().__init__(render_mode=render_mode, g=float(g))
         self.m, self.l, self.dt = float(m), float(l), float(dt)
-        self.max_torque, self.max_speed = float(max_torque), float(max_speed)
+        # gymnasium types these as ints (its defaults 2 and 8); here they are physics parameters like the rest.
+        self.max_torque, self.max_speed = float(max_torque), float(max_speed)  # type: ignore[assignment]
         self.torques = pendulum_torques(int(num_actions), self.max_torque)
         high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
         self.observation_space = spaces.Box(low=-high, high=high, dtype=np.float32)

@@ -455,7 +455,7 @@ class TruePendulumModel:
         Raises:
             TypeError: ``env.unwrapped`` has no discrete torque levels (``torques``) or no Pendulum physics.
         """
-        u = env.unwrapped
+        u: Any = env.unwrapped
         if not all(hasattr(u, name) for name in ("torques", "g", "m", "l", "dt", "max_torque", "max_speed")):
             raise TypeError(f"from_env needs a DiscretePendulumEnv, got {type(u).__name__}")
         return cls(
