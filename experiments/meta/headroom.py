@@ -334,6 +334,8 @@ def summarize(settings: Settings, records: Sequence[Record], reps: int) -> dict[
         },
         "model_one_step_rmse_by_bin": [entry["model_one_step_rmse"] for entry in per_bin],
         "k0_mean_by_bin": [float(np.mean(sc[k0])) for sc in scores] if k0 in arms else None,
+        # K = 0 never calls the model, so its runs must be the same in every bin (bit for bit).
+        "k0_flat": bool(all(np.array_equal(sc[k0], scores[0][k0]) for sc in scores)) if k0 in arms else None,
         "bins": per_bin,
         "cost": {
             "core_seconds_per_run": float(np.mean(core)),
@@ -351,6 +353,7 @@ def report(summary: Mapping[str, Any]) -> str:
     for arm in arms:
         lines.append(f"{arm:<10} " + " ".join(f"{e['arms'][arm]['mean']:16.1f}" for e in summary["bins"]))
     lines.append("one-step RMSE " + " ".join(f"{x:.4f}" for x in summary["model_one_step_rmse_by_bin"]))
+    lines.append(f"K = 0 the same in every bin: {summary['k0_flat']}")
     lines.append(f"best fixed by bin {summary['best_fixed_arm_by_bin']}; best by bin {summary['best_arm_by_bin']}")
     d, c = summary["oracle_minus_single"], summary["oracle_minus_single_cross_fitted"]
     lines.append(

@@ -50,6 +50,7 @@ def test_headroom_gate_end_to_end_and_resume(tmp_path: Path, monkeypatch: pytest
         "oracle_minus_single_cross_fitted",
         "model_one_step_rmse_by_bin",
         "k0_mean_by_bin",
+        "k0_flat",
         "cost",
     ):
         assert key in saved
@@ -59,6 +60,7 @@ def test_headroom_gate_end_to_end_and_resume(tmp_path: Path, monkeypatch: pytest
         assert set(entry["arms"]) == {"fixed:0", "fixed:2", "dec:4"}
         assert {"mean", "mean_ci95", "iqm", "iqm_ci95", "scores"} <= set(entry["arms"]["fixed:0"])
     # K = 0 never uses the model: its runs are the same in every bin; the wrong model's error shows in the RMSE.
+    assert saved["k0_flat"] is True
     assert saved["bins"][0]["arms"]["fixed:0"]["scores"] == saved["bins"][1]["arms"]["fixed:0"]["scores"]
     rmse = saved["model_one_step_rmse_by_bin"]
     assert rmse[0] < 1e-5 < 0.05 < rmse[1]
