@@ -25,13 +25,15 @@ paired-bootstrap s.e., plus a cross-fitted version that picks each bin's arm on 
 model's one-step RMSE per bin, K = 0's score per bin and the cost. Verdict: PASS if (a) the best fixed K differs
 between bins and (b) oracle minus single best exceeds 2 paired s.e.; else FAIL.
 
-Calibration (3 paired seeds, 10k env steps, gravity scaled by 1 + delta): the model's one-step RMSE on the runs' real
-data is 0.038 / 0.081 / 0.142 / 0.21 at delta -0.2 / -0.4 / -0.6 / -0.7; with the model nearly right the long
-rollouts (K = 32) score best, from delta -0.6 on K = 0 beats every K > 0 in the mean while K = 4 and 8 collapse
-(-570 to -900 against about -250). The default bins put two bins on each side of delta ~ -0.5, where K = 0 starts to
-win. Size: 10 seeds x 9 arms x 4 bins = 360 runs of 10k env steps (50 episodes: late evaluations have converged in the
-small-error bins) at about 7.5 core-seconds each, in 8 units of 45 runs (all arms of 5 seeds, batched): about 45
-core-minutes, about 23 minutes wall with ``--workers 2`` on 2 free cores.
+Calibration (3 paired seeds, 10k env steps, gravity scaled by 1 + delta; K = 0 scores -238 (3 x 3 evaluation episodes)
+/ -272 (4 x 5) whatever delta): the model's one-step RMSE on the runs' real data is 0.038 / 0.081 / 0.142 / 0.179 /
+0.203 at delta -0.2 / -0.4 / -0.6 / -0.7 / -0.8. K = 32 scores -166 / -167 / -172 at delta 0 / -0.2 / -0.4 (better
+than K = 0), -299 / -307 at -0.6 / -0.7 (worse) and -244 at -0.8; K = 4 and 8 collapse from -0.6 on (-570 to -940),
+while K = 32 only learns more slowly there and catches up by the late evaluations. The default bins put two bins on
+each side of delta ~ -0.5, where K = 0 starts to beat the K > 0 arms. Size: 10 seeds x 9 arms x 4 bins = 360 runs of
+10k env steps (50 episodes: late evaluations have converged in the small-error bins) at about 7.5 core-seconds each,
+in 8 units of 45 runs (all arms of 5 seeds, batched): about 45 core-minutes, about 23 minutes wall with ``--workers
+2`` on 2 free cores.
 
     OMP_NUM_THREADS=1 python experiments/meta/headroom.py --workers 2    # -> experiments/meta/results/headroom.json
 """

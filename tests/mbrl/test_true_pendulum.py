@@ -17,7 +17,7 @@ def test_discrete_pendulum_applies_evenly_spaced_torques() -> None:
     env = gym.make(ENV_ID)
     assert env.action_space == gym.spaces.Discrete(5)
     assert env.spec is not None and env.spec.max_episode_steps == 200
-    np.testing.assert_allclose(env.unwrapped.torques, [-2.0, -1.0, 0.0, 1.0, 2.0])  # type: ignore[attr-defined]
+    np.testing.assert_allclose(env.unwrapped.torques, [-2.0, -1.0, 0.0, 1.0, 2.0])  # type: ignore[attr-defined,arg-type]
     with pytest.raises(ValueError, match="not in"):
         env.reset(seed=0)
         env.step(5)
@@ -34,7 +34,7 @@ def test_nominal_model_matches_the_env_step_for_step() -> None:
         predicted = model.predict(obs[None], np.array([action]), rng)
         obs_next, reward, terminated, truncated, _ = env.step(action)
         worst_obs = max(worst_obs, float(np.abs(predicted.next_obs[0] - obs_next).max()))
-        worst_reward = max(worst_reward, abs(float(predicted.reward[0]) - reward))
+        worst_reward = max(worst_reward, abs(float(predicted.reward[0]) - float(reward)))
         assert not terminated
         obs = env.reset()[0] if truncated else obs_next
         steps += 1
