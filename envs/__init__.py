@@ -24,6 +24,8 @@ _ENVS: list[tuple[str, str, dict[str, object], int | None]] = [
     ("rolloutlab/PerturbedAcrobot-v1", "envs.perturbed:PerturbedAcrobotEnv", {}, 500),
     # --- point mass (mbrl pillar): the toy of the model-based "it learns" tests and the quick bench ---
     ("rolloutlab/PointMass-v0", "envs.point_mass:PointMassEnv", {}, 30),
+    # --- Pendulum-v1 with 5 torque levels (meta pillar's headroom gate); gymnasium's 200-step limit ---
+    ("rolloutlab/DiscretePendulum-v0", "envs.pendulum:DiscretePendulumEnv", {}, 200),
 ]
 
 for _env_id, _entry_point, _kwargs, _max_steps in _ENVS:

@@ -100,6 +100,7 @@ def cartpole(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.nd
 # Keyed by the environment name without namespace and version ("Hopper-v5" -> "Hopper").
 _BY_NAME: dict[str, TerminationFn] = {
     "Pendulum": never,
+    "DiscretePendulum": never,  # envs.pendulum: Pendulum-v1 with discrete torque levels
     "PointMass": never,  # envs.point_mass, the toy env of the "it learns" tests
     "HalfCheetah": never,
     "InvertedPendulum": inverted_pendulum,

@@ -1,4 +1,4 @@
-"""A "true simulator" world model for Acrobot-v1: the environment's own physics behind the world-model interface.
+"""True-simulator world models: Acrobot's and discrete Pendulum's own physics behind the world-model interface.
 
 :class:`TrueAcrobotModel` has the :meth:`~mbrl.models.dynamics.DynamicsModel.predict` contract of the learned model
 (and no-op ``fit`` / ``restore_last_good`` / ``state_dict``), so a Dyna learner can plan in the real dynamics instead
@@ -387,3 +387,171 @@ class TrueAcrobotModel:
         """
         if len(state):
             raise ValueError(f"TrueAcrobotModel has no state to load, got keys {sorted(state)}")
+
+
+class TruePendulumModel:
+    """Pendulum's dynamics as a world model, vectorized in numpy (float64), for ``envs.pendulum.DiscretePendulumEnv``.
+
+    One step is gymnasium's ``PendulumEnv.step``: ``dtheta' = clip(dtheta + (3 g / (2 l) sin theta + 3 u / (m l^2))
+    dt, ±max_speed)``, ``theta' = theta + dtheta' dt``, reward ``-(normalize(theta)^2 + 0.1 dtheta^2 + 0.001 u^2)``
+    from the state before the step. The angle is recovered from the observation's (cos, sin) pair. The reward does not
+    depend on the physics parameters, so a model with wrong physics (:meth:`perturbed`) errs in its next states only.
+
+    Units: g in m/s^2, m in kg, l in m, dt in s, angles in rad, angular velocities in rad/s, torques in N m.
+
+    Args:
+        g: Gravitational acceleration.
+        m: Mass.
+        l: Length.
+        dt: Time step.
+        max_torque: Largest torque magnitude; the discrete actions are ``num_actions`` evenly spaced torques over
+            ``[-max_torque, max_torque]`` (as the env's).
+        max_speed: Angular-velocity clip.
+        num_actions: Number of torque levels.
+
+    Attributes:
+        obs_dim: 3, ``[cos theta, sin theta, dtheta]``.
+        action_dim: ``num_actions``.
+        discrete_actions: ``True``.
+        fitted: Always ``True``.
+    """
+
+    obs_dim = 3
+    discrete_actions = True
+
+    def __init__(
+        self,
+        *,
+        g: float = 10.0,
+        m: float = 1.0,
+        l: float = 1.0,  # noqa: E741  (gymnasium's name for the length)
+        dt: float = 0.05,
+        max_torque: float = 2.0,
+        max_speed: float = 8.0,
+        num_actions: int = 5,
+    ) -> None:
+        for name, value in (
+            ("g", g),
+            ("m", m),
+            ("l", l),
+            ("dt", dt),
+            ("max_torque", max_torque),
+            ("max_speed", max_speed),
+        ):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        if num_actions < 2:
+            raise ValueError(f"need at least 2 torque levels, got {num_actions}")
+        self.g, self.m, self.l, self.dt = float(g), float(m), float(l), float(dt)
+        self.max_torque, self.max_speed = float(max_torque), float(max_speed)
+        self.torques = np.linspace(-self.max_torque, self.max_torque, int(num_actions))
+        self.action_dim = int(num_actions)
+        self.fitted = True
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> TruePendulumModel:
+        """The model of a ``DiscretePendulumEnv``'s physics, read off ``env.unwrapped``.
+
+        Raises:
+            TypeError: ``env.unwrapped`` has no discrete torque levels (``torques``) or no Pendulum physics.
+        """
+        u: Any = env.unwrapped
+        if not all(hasattr(u, name) for name in ("torques", "g", "m", "l", "dt", "max_torque", "max_speed")):
+            raise TypeError(f"from_env needs a DiscretePendulumEnv, got {type(u).__name__}")
+        return cls(
+            g=u.g, m=u.m, l=u.l, dt=u.dt, max_torque=u.max_torque, max_speed=u.max_speed, num_actions=len(u.torques)
+        )
+
+    def physics(self) -> dict[str, float]:
+        """The constructor arguments."""
+        return {
+            "g": self.g,
+            "m": self.m,
+            "l": self.l,
+            "dt": self.dt,
+            "max_torque": self.max_torque,
+            "max_speed": self.max_speed,
+            "num_actions": float(self.action_dim),
+        }
+
+    def perturbed(self, scales: Mapping[str, float]) -> TruePendulumModel:
+        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"g": 1 + delta}``).
+
+        Raises:
+            ValueError: A name that is not a physics parameter (``g``, ``m``, ``l``, ``dt``, ``max_speed``).
+        """
+        params = {k: v for k, v in self.physics().items() if k not in ("num_actions", "max_torque")}
+        unknown = sorted(set(scales) - set(params))
+        if unknown:
+            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(params)}")
+        params.update({k: params[k] * float(s) for k, s in scales.items()})
+        return TruePendulumModel(**params, max_torque=self.max_torque, num_actions=self.action_dim)
+
+    def predict(
+        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+    ) -> ModelStep:
+        """One step of this model's physics for each of ``N`` (observation, action) pairs.
+
+        Args:
+            obs: ``[N, 3]`` observations.
+            actions: ``[N]`` (or ``[N, 1]``) integer actions, indices into ``torques``.
+            rng: Unused (the dynamics are deterministic; nothing is drawn).
+            deterministic: Unused.
+
+        Returns:
+            A :class:`~mbrl.models.dynamics.ModelStep` with ``next_obs [N, 3]`` (float64), ``reward [N]``,
+            ``terminated_prob = None`` (Pendulum never terminates), ``disagreement [N]`` zeros and ``finite [N]``.
+
+        Raises:
+            ValueError: ``actions`` has the wrong length or holds an index outside ``[0, action_dim)``.
+        """
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        n = obs64.shape[0]
+        raw = np.asarray(actions).reshape(-1)
+        if raw.shape[0] != n:
+            raise ValueError(f"got {raw.shape[0]} actions for {n} observations")
+        idx = raw.astype(np.int64)
+        if n and (np.any(idx != raw) or idx.min() < 0 or idx.max() >= self.action_dim):
+            raise ValueError(f"actions must be integers in [0, {self.action_dim}), got {np.unique(raw)}")
+        u = self.torques[idx]
+        theta, dtheta = np.arctan2(obs64[:, 1], obs64[:, 0]), obs64[:, 2]
+        # arctan2 already lies in [-pi, pi]: gymnasium's angle_normalize of it is the identity (up to the sign of pi).
+        reward = -(theta**2 + 0.1 * dtheta**2 + 0.001 * u**2)
+        new_dtheta = dtheta + (3 * self.g / (2 * self.l) * np.sin(theta) + 3.0 / (self.m * self.l**2) * u) * self.dt
+        new_dtheta = np.clip(new_dtheta, -self.max_speed, self.max_speed)
+        new_theta = theta + new_dtheta * self.dt
+        next_obs = np.stack([np.cos(new_theta), np.sin(new_theta), new_dtheta], axis=1)
+        return ModelStep(
+            next_obs=next_obs,
+            reward=reward,
+            terminated_prob=None,
+            disagreement=np.zeros(n),
+            finite=np.isfinite(next_obs).all(axis=1),
+        )
+
+    def fit(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> dict[str, float]:
+        """Do nothing (signature of ``DynamicsModel.fit``); returns no metrics."""
+        return {}
+
+    def restore_last_good(self) -> None:
+        """No-op: there are no weights that could diverge."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Empty: the model is fully described by its constructor arguments (see :meth:`physics`)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Accept the empty snapshot :meth:`state_dict` makes.
+
+        Raises:
+            ValueError: ``state`` is not empty.
+        """
+        if len(state):
+            raise ValueError(f"TruePendulumModel has no state to load, got keys {sorted(state)}")

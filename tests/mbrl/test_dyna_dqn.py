@@ -402,3 +402,50 @@ def test_lookahead_trust_keeps_the_q_choice_where_the_model_is_unsure() -> None:
     trusting = BatchedDynaDQN(_envs(1), cfg, seed=3, run_seeds=[9])
     _drive(trusting, ["fixed:2"])
     assert trusting.untrusted_decisions[0] == 0
+
+
+def test_training_feedback_never_reads_the_evaluation_episodes() -> None:
+    """With controller_feedback="training" the controller's feedback is the same whatever the evaluations see."""
+    import envs  # noqa: F401  (registers the env)
+    from envs.pendulum import DiscretePendulumEnv
+    from mbrl.models.true_dynamics import TruePendulumModel
+
+    cfg = DynaConfig(
+        budget=400,
+        phase_length=200,
+        rollout_freq=100,
+        num_model_rollouts=16,
+        learning_starts=100,
+        batch_size=16,
+        net_arch=[16],
+        eval_episodes=1,
+        controller_feedback="training",
+    )
+    env_id = "rolloutlab/DiscretePendulum-v0"
+    model = TruePendulumModel().perturbed({"g": 0.7})
+
+    def run(eval_g: float) -> tuple[list[list[dict[str, float]]], np.ndarray]:
+        learner = BatchedDynaDQN(
+            [lambda: gym.make(env_id)] * 2,
+            cfg,
+            seed=3,
+            models=[model, model],
+            eval_env_fns=[lambda: gym.wrappers.TimeLimit(DiscretePendulumEnv(g=eval_g), 200)] * 2,
+        )
+        driver = RolloutLengthDriver([make_controller("fixed:0"), make_controller("fixed:4")], k_cap=cfg.k_cap)
+        feedback = [driver.run_phase(learner) for _ in range(2)]
+        return feedback, learner.last_evaluation.copy()
+
+    first, evaluation_a = run(10.0)
+    second, evaluation_b = run(4.0)
+    assert not np.allclose(evaluation_a, evaluation_b)  # the evaluations differ ...
+    for fa, fb in zip(first, second, strict=True):  # ... and the feedback does not
+        for a, b in zip(fa, fb, strict=True):
+            assert a.keys() == b.keys()
+            same = [k for k in a if not k.endswith("seconds")]  # wall-clock timings aside
+            np.testing.assert_array_equal([a[k] for k in same], [b[k] for k in same])
+            assert a["mean_return"] == a["train_return"] or (np.isnan(a["mean_return"]) and np.isnan(a["train_return"]))
+            assert np.isnan(a["model_return_error"])
+            assert a["model_one_step_rmse"] > 0.01  # the model's wrong gravity, seen on real transitions
+    with pytest.raises(ValueError, match="controller_feedback"):
+        DynaConfig(controller_feedback="evaluations")

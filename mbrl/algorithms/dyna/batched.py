@@ -168,6 +168,8 @@ class BatchedDynaDQN:
         self.last_disagreement_by_step: list[list[float]] = [[] for _ in range(b)]
         #: Per run, the disagreement ``lookahead_trust`` compares against (the latest ``disagreement_mean``).
         self.trust_reference = np.full(b, np.nan)
+        #: Per run, the mean return of the latest end-of-phase greedy evaluation, ``[B]`` (NaN before the first).
+        self.last_evaluation = np.full(b, np.nan)
         #: Per run, decisions where lookahead was overruled for lack of trust (``lookahead_trust``).
         self.untrusted_decisions = np.zeros(b, np.int64)
 
@@ -546,18 +548,44 @@ class BatchedDynaDQN:
         target = self._tensor(batch.reward) + not_done * self.cfg.gamma * next_q
         return (q - target).abs().mean(dim=1).double().cpu().numpy()
 
+    @torch.no_grad()
+    def model_one_step_rmse(self, window: int = TD_SAMPLE) -> np.ndarray:
+        """Per run, the world model's one-step next-observation RMSE on the run's latest ``window`` real transitions,
+        ``[B]`` (NaN where the model is not fitted yet). Deterministic predictions from a generator of the run's own,
+        so training is untouched."""
+        out = np.full(self.num_runs, np.nan)
+        size = len(self.real)
+        if size == 0:
+            return out
+        n = min(size, window)
+        # The latest n transitions: storage positions pos - n .. pos - 1 (mod capacity).
+        idx = (self.real.pos - n + np.arange(n)) % self.real.capacity
+        batch = self.real.gather(np.broadcast_to(idx, (self.num_runs, n)))
+        for i in range(self.num_runs):
+            if not self.model_fitted[i]:
+                continue
+            rng = np.random.default_rng([self.run_seeds[i], 6_661, self.phase])
+            step = self.models[i].predict(batch.obs[i], batch.action[i], rng, deterministic=True)
+            out[i] = float(np.sqrt(np.mean((np.asarray(step.next_obs) - batch.next_obs[i]) ** 2)))
+        return out
+
     def _feedback(self) -> list[dict[str, float]]:
-        """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit."""
+        """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit; with
+        ``controller_feedback="training"`` only training data (see :class:`~mbrl.algorithms.dyna.DynaConfig`)."""
         nan = float("nan")
         returns, lengths, starts = self._greedy_episodes(self.cfg.eval_episodes, None, seed_offset=self.phase)
+        self.last_evaluation = returns.mean(axis=1)
+        from_training = self.cfg.controller_feedback == "training"
+        one_step = self.model_one_step_rmse() if from_training else None
         td_errors = self._td_errors()
         feedback = []
         for i in range(self.num_runs):
             stats = self._phase_stats[i]
             episodes = stats.get("episodes", 0.0)
+            train_return = stats.get("return_sum", 0.0) / episodes if episodes else nan
             fb: dict[str, float] = {
-                "mean_return": float(returns[i].mean()),
-                "train_return": stats.get("return_sum", 0.0) / episodes if episodes else nan,
+                "mean_return": train_return if from_training else float(returns[i].mean()),
+                "train_return": train_return,
                 "env_steps": float(self.steps_done),
                 "budget_fraction": self.steps_done / self.budget,
                 "k": float(self.ks[i]),
@@ -569,7 +597,10 @@ class BatchedDynaDQN:
                 "rollout_nonfinite": stats.get("rollout_nonfinite", 0.0),
                 "rollout_uncertainty_cut": stats.get("rollout_uncertainty_cut", 0.0),
             }
-            if self.model_fitted[i]:
+            if one_step is not None:
+                fb["model_one_step_rmse"] = float(one_step[i])
+                fb.update(model_return_error=nan, model_length_error=nan, disagreement_mean=nan, disagreement_at_k=nan)
+            elif self.model_fitted[i]:
                 rng = np.random.default_rng([self.run_seeds[i], 7_919, self.phase])
                 model = self.model_envs[i].episodes(starts[i], self._policy(i, 0.0), self.max_episode_steps, rng)
                 fb["model_return_error"] = float(np.mean(model.returns - returns[i]))

@@ -118,6 +118,14 @@ class DynaConfig:
             ensemble disagreement along the chosen action's rollout exceeds ``lookahead_trust`` times the run's
             latest ``disagreement_mean`` (along on-policy model episodes): look ahead only where the model is about
             as sure as it usually is.
+        controller_feedback: What the end-of-phase feedback (what the rollout-length controller sees) is computed
+            from. ``"evaluation"``: ``mean_return`` and the model errors come from the greedy evaluation episodes
+            (:data:`mbrl.phases.FEEDBACK_KEYS`). ``"training"``: only from the run's training data, so that an arm
+            scored by its evaluations cannot also be steered by them: ``mean_return`` is the mean return of the
+            training episodes finished in the phase (NaN if none), the keys measured along evaluation episodes
+            (``model_return_error``, ``model_length_error``, ``disagreement_mean``, ``disagreement_at_k``) are NaN,
+            ``model_one_step_rmse`` is the model's one-step next-observation RMSE on the run's latest real
+            transitions, and the evaluation's returns are kept apart in ``BatchedDynaDQN.last_evaluation``.
         device: Where the Q-networks, their optimizer and the learned world models compute: ``cpu`` (the default,
             the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
             (:func:`rolloutlab.device.resolve_device`). Buffers, environments and every random draw stay on the CPU.
@@ -154,6 +162,7 @@ class DynaConfig:
     model_use: str = "dyna"
     lookahead_expectation: bool = False
     lookahead_trust: float = 0.0
+    controller_feedback: str = "evaluation"
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -167,6 +176,10 @@ class DynaConfig:
             raise ValueError(f"DynaConfig.target_update_interval must be >= 1, got {self.target_update_interval}")
         if self.model_use not in ("dyna", "lookahead"):
             raise ValueError(f"DynaConfig.model_use must be 'dyna' or 'lookahead', got {self.model_use!r}")
+        if self.controller_feedback not in ("evaluation", "training"):
+            raise ValueError(
+                f"DynaConfig.controller_feedback must be 'evaluation' or 'training', got {self.controller_feedback!r}"
+            )
         if self.target_clock not in ("updates", "env_steps"):
             raise ValueError(f"DynaConfig.target_clock must be 'updates' or 'env_steps', got {self.target_clock!r}")
 

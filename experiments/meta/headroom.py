@@ -1,0 +1,396 @@
+"""The headroom gate: is there a regime where the best rollout length K depends on the model's error?
+
+A rollout-length controller that reads the model's error can only beat every fixed or scheduled K if the best K
+changes with that error. This gate builds such a regime and measures it before any controller is trained.
+
+The real task is the same for every run: ``rolloutlab/DiscretePendulum-v0`` (gymnasium's Pendulum-v1 with 5 torque
+levels, nominal physics). Each run's *model* is the true simulator
+(:class:`mbrl.models.true_dynamics.TruePendulumModel`) with one physics parameter (``--parameter``, default gravity)
+scaled by ``1 + delta``, ``delta`` drawn per run from its bin (``--bins``). Dyna-DQN (Bhatia, Thomas & Zilberstein
+2022) trains the Q-function on imagined rollouts of K steps mixed with real data; every arm makes the same gradient
+updates per env step (K = 0 makes them on real data: compute-matched), so K changes only where the training data comes
+from. The final policy acts greedily on Q, with no model. K = 0 never uses the model, so its score cannot depend on
+delta (the summary checks it is flat).
+
+Arms: every fixed K in {0, 1, 2, 4, 8, 16, 32} and the budget schedules ``dec:32``, ``inc:32``; run ``i`` of every
+arm and every bin shares its seed, and run ``i`` of every arm in a bin shares its delta. Controllers see feedback from
+training data only (``DynaConfig.controller_feedback="training"``): evaluations only score. A run's score is the
+mean greedy return of its last ``--score-evals`` end-of-phase evaluations.
+
+Units = (delta bin, slice of seeds): all arms of a slice train in one batched learner and write one JSON through
+:func:`experiments.sweep.run_sweep` (resumable; a rerun keeps units saved under the same protocol). The summary
+(``results/headroom.json``) gives per bin and arm the mean and IQM with 95% intervals, the best fixed K per bin, the
+per-bin-best schedule ("oracle") against the single best arm over all runs (paired difference of means and its
+paired-bootstrap s.e., plus a cross-fitted version that picks each bin's arm on the other half of the seeds), the
+model's one-step RMSE per bin, K = 0's score per bin and the cost. Verdict: PASS if (a) the best fixed K differs
+between bins and (b) oracle minus single best exceeds 2 paired s.e.; else FAIL.
+
+Calibration (3 paired seeds, 10k env steps, gravity scaled by 1 + delta; K = 0 scores -238 (3 x 3 evaluation episodes)
+/ -272 (4 x 5) whatever delta): the model's one-step RMSE on the runs' real data is 0.038 / 0.081 / 0.142 / 0.179 /
+0.203 at delta -0.2 / -0.4 / -0.6 / -0.7 / -0.8. K = 32 scores -166 / -167 / -172 at delta 0 / -0.2 / -0.4 (better
+than K = 0), -299 / -307 at -0.6 / -0.7 (worse) and -244 at -0.8; K = 4 and 8 collapse from -0.6 on (-570 to -940),
+while K = 32 only learns more slowly there and catches up by the late evaluations. The default bins put two bins on
+each side of delta ~ -0.5, where K = 0 starts to beat the K > 0 arms. Size: 10 seeds x 9 arms x 4 bins = 360 runs of
+10k env steps (50 episodes: late evaluations have converged in the small-error bins) at about 7.5 core-seconds each,
+in 8 units of 45 runs (all arms of 5 seeds, batched): about 45 core-minutes, about 23 minutes wall with ``--workers
+2`` on 2 free cores.
+
+    OMP_NUM_THREADS=1 python experiments/meta/headroom.py --workers 2    # -> experiments/meta/results/headroom.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.sweep import Record, Unit, run_sweep
+from rolloutlab.checkpoint import atomic_write_json
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ENV_ID = "rolloutlab/DiscretePendulum-v0"
+FIXED_KS = (0, 1, 2, 4, 8, 16, 32)
+
+
+@dataclass
+class Settings:
+    """Everything a saved unit depends on (its protocol): these fields are the gate's flags."""
+
+    arms: str = "fixed:0,fixed:1,fixed:2,fixed:4,fixed:8,fixed:16,fixed:32,dec:32,inc:32"
+    """comma-separated rollout-length controller specs (meta.control.make_controller)"""
+    bins: str = "0:0,-0.35:-0.25,-0.6:-0.5,-0.8:-0.7"
+    """comma-separated delta bins lo:hi; each run's model scales --parameter by 1 + delta, delta ~ U(lo, hi)"""
+    parameter: str = "g"
+    """the model's wrong physics parameter: g, m, l, dt or max_speed"""
+    budget: int = 10_000
+    """real env steps per run (50 episodes of 200 steps)"""
+    phase_length: int = 1_000
+    """env steps between rollout-length decisions and greedy evaluations"""
+    eval_episodes: int = 5
+    """greedy episodes per evaluation"""
+    score_evals: int = 4
+    """a run's score: mean of its last this many evaluations"""
+    seeds_per_unit: int = 5
+    """paired seeds per unit (all arms of a unit train in one batched learner)"""
+    seed: int = 0
+    """base seed; run i uses seed * 10_000 + i (the same in every arm and bin)"""
+    net_arch: str = "64,64"
+    """Q-network hidden widths"""
+    learning_rate: float = 1e-3
+    batch_size: int = 128
+    learning_starts: int = 1_000
+    gamma: float = 0.98
+    target_update_interval: int = 500
+    """gradient steps between target syncs (per run; the update clock)"""
+    train_freq: int = 4
+    exploration_fraction: float = 0.2
+    exploration_final_eps: float = 0.05
+    rollout_freq: int = 250
+    """env steps between rounds of imagined rollouts"""
+    num_model_rollouts: int = 400
+    """imagined rollouts per round"""
+    model_retain_rounds: int = 4
+    real_ratio: float = 0.5
+    """real share of each minibatch of a model-using run"""
+
+
+@dataclass
+class Args(Settings):
+    """The protocol plus what does not change a run."""
+
+    seeds: int = 10
+    """paired seeds per arm and bin"""
+    workers: int = 2
+    """units run side by side in worker processes"""
+    bootstrap_reps: int = 2_000
+    """bootstrap resamples for intervals and paired standard errors"""
+    out_dir: str = str(RESULTS / "headroom")
+    """where units are saved"""
+    out: str = str(RESULTS / "headroom.json")
+    """the summary"""
+
+
+def parse_bins(text: str) -> list[tuple[float, float]]:
+    """``"0:0,-0.2:-0.1"`` -> ``[(0.0, 0.0), (-0.2, -0.1)]``.
+
+    Raises:
+        ValueError: a bin is not ``lo:hi`` with ``lo <= hi`` and ``1 + lo > 0``.
+    """
+    bins = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        lo_text, sep, hi_text = part.partition(":")
+        if not sep:
+            raise ValueError(f"bin {part!r} is not lo:hi")
+        lo, hi = float(lo_text), float(hi_text)
+        if not (lo <= hi and 1.0 + lo > 0.0):
+            raise ValueError(f"bin {part!r}: need lo <= hi and 1 + lo > 0")
+        bins.append((lo, hi))
+    if not bins:
+        raise ValueError("need at least one bin")
+    return bins
+
+
+def arm_list(settings: Settings) -> list[str]:
+    """The settings' arms, each a valid controller spec."""
+    from meta.control import make_controller
+
+    arms = [a.strip() for a in settings.arms.split(",") if a.strip()]
+    for arm in arms:
+        make_controller(arm)
+    return arms
+
+
+def run_deltas(settings: Settings, bin_index: int, first_run: int, runs: int) -> list[float]:
+    """Delta of runs ``first_run ..`` in a bin: one draw per (seed, bin, run), the same for every arm."""
+    lo, hi = parse_bins(settings.bins)[bin_index]
+    return [
+        float(np.random.default_rng([settings.seed, 7_207, bin_index, first_run + i]).uniform(lo, hi))
+        for i in range(runs)
+    ]
+
+
+def protocol(settings: Settings) -> dict[str, Any]:
+    """What must match for a saved unit to be reused: every :class:`Settings` field."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(Settings)}
+
+
+def learner_config(settings: Settings) -> Any:
+    """The Dyna-DQN settings every run shares."""
+    from mbrl.algorithms.dyna import DynaConfig
+
+    return DynaConfig(
+        budget=settings.budget,
+        phase_length=settings.phase_length,
+        k_cap=max(FIXED_KS),
+        model_train_freq=settings.budget,  # the true-simulator model has nothing to fit
+        rollout_freq=settings.rollout_freq,
+        num_model_rollouts=settings.num_model_rollouts,
+        model_retain_rounds=settings.model_retain_rounds,
+        real_ratio=settings.real_ratio,
+        learning_rate=settings.learning_rate,
+        batch_size=settings.batch_size,
+        buffer_size=settings.budget,
+        learning_starts=settings.learning_starts,
+        gamma=settings.gamma,
+        target_update_interval=settings.target_update_interval,
+        train_freq=settings.train_freq,
+        exploration_fraction=settings.exploration_fraction,
+        exploration_final_eps=settings.exploration_final_eps,
+        net_arch=[int(w) for w in settings.net_arch.split(",")],
+        eval_episodes=settings.eval_episodes,
+        model_use="dyna",
+        controller_feedback="training",  # evaluations score the arm; they never steer its controller
+    )
+
+
+def run_unit(settings: Settings, unit: Unit) -> Record:
+    """Train every arm on the unit's seeds in one batched learner; ``unit.arm`` is the bin index, ``unit.seed`` the
+    first run.
+
+    Returns:
+        ``{"protocol", "bin", "first_run", "runs", "deltas", "arms": {arm: {"scores", "evaluations",
+        "one_step_rmse", "schedules"}}, "seconds", "core_seconds"}``.
+    """
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the env)
+    from mbrl.algorithms.dyna import BatchedDynaDQN
+    from mbrl.models.true_dynamics import TruePendulumModel
+    from mbrl.phases import RolloutLengthDriver
+    from meta.control import make_controller
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    wall, cpu = time.perf_counter(), time.process_time()
+    bin_index, first_run, runs = int(unit.arm), unit.seed, settings.seeds_per_unit
+    arms = arm_list(settings)
+    deltas = run_deltas(settings, bin_index, first_run, runs)
+    nominal = TruePendulumModel.from_env(gym.make(ENV_ID))
+    models = [nominal.perturbed({settings.parameter: 1.0 + d}) for _ in arms for d in deltas]
+    seeds = [settings.seed * 10_000 + first_run + i for _ in arms for i in range(runs)]
+    learner = BatchedDynaDQN(
+        [functools.partial(gym.make, ENV_ID)] * len(seeds),
+        learner_config(settings),
+        seed=settings.seed,
+        run_seeds=seeds,
+        compute_matched=[True] * len(seeds),  # K = 0 makes the extra updates on real data: equal updates per step
+        models=models,
+    )
+    driver = RolloutLengthDriver([make_controller(arm) for arm in arms for _ in range(runs)], k_cap=learner.cfg.k_cap)
+    evaluations: list[list[float]] = [[] for _ in seeds]
+    one_step: list[list[float]] = [[] for _ in seeds]
+    while not learner.done:
+        feedback = driver.run_phase(learner)
+        for i, fb in enumerate(feedback):
+            evaluations[i].append(float(learner.last_evaluation[i]))
+            one_step[i].append(float(fb["model_one_step_rmse"]))
+    out: dict[str, Any] = {}
+    for a, arm in enumerate(arms):
+        rows = range(a * runs, (a + 1) * runs)
+        out[arm] = {
+            "scores": [float(np.mean(evaluations[i][-settings.score_evals :])) for i in rows],
+            "evaluations": [evaluations[i] for i in rows],
+            "one_step_rmse": [one_step[i] for i in rows],
+            "schedules": [driver.schedules[i] for i in rows],
+        }
+    return {
+        "protocol": protocol(settings),
+        "bin": bin_index,
+        "first_run": first_run,
+        "runs": runs,
+        "deltas": deltas,
+        "arms": out,
+        "seconds": time.perf_counter() - wall,
+        "core_seconds": time.process_time() - cpu,
+    }
+
+
+def units(settings: Settings, seeds: int, out_dir: Path) -> list[Unit]:
+    """Every (bin, seed slice) unit, slices outermost (a gate cut short still covers every bin)."""
+    if seeds % settings.seeds_per_unit:
+        raise ValueError(f"--seeds {seeds} must be a multiple of --seeds-per-unit {settings.seeds_per_unit}")
+    n_bins = len(parse_bins(settings.bins))
+    return [
+        Unit(str(b), first, out_dir / f"bin{b}_runs{first:03d}.json", group="bin")
+        for first in range(0, seeds, settings.seeds_per_unit)
+        for b in range(n_bins)
+    ]
+
+
+def _best(scores: Mapping[str, np.ndarray], candidates: Sequence[str]) -> str:
+    """The candidate with the highest mean score (the first on ties)."""
+    return max(candidates, key=lambda arm: float(np.mean(scores[arm])))
+
+
+def summarize(settings: Settings, records: Sequence[Record], reps: int) -> dict[str, Any]:
+    """The gate's summary and verdict from its unit records (see the module docstring)."""
+    from rolloutlab.statistics import interval_estimates, iqm, paired_difference
+
+    arms = arm_list(settings)
+    bins = parse_bins(settings.bins)
+    fixed = [arm for arm in arms if arm.startswith("fixed:")]
+    by_bin = [sorted((r for r in records if r["bin"] == b), key=lambda r: r["first_run"]) for b in range(len(bins))]
+    scores = [{arm: np.array([x for r in rs for x in r["arms"][arm]["scores"]]) for arm in arms} for rs in by_bin]
+    per_bin: list[dict[str, Any]] = []
+    for b, (rs, sc) in enumerate(zip(by_bin, scores, strict=True)):
+        estimates = interval_estimates(sc, {"mean": np.mean, "iqm": iqm}, seed=settings.seed + b, reps=reps)
+        with warnings.catch_warnings():  # a model never fitted would give NaN; the true simulator always is
+            warnings.simplefilter("ignore", RuntimeWarning)
+            rmse = float(
+                np.nanmean([x for r in rs for arm in arms for run in r["arms"][arm]["one_step_rmse"] for x in run])
+            )
+        per_bin.append(
+            {
+                "delta_range": list(bins[b]),
+                "deltas": [d for r in rs for d in r["deltas"]],
+                "model_one_step_rmse": rmse,
+                "best_fixed_arm": _best(sc, fixed) if fixed else None,
+                "best_arm": _best(sc, arms),
+                "arms": {
+                    arm: {
+                        "scores": sc[arm].tolist(),
+                        **{name: e.value for name, e in estimates[arm].items()},
+                        **{f"{name}_ci95": [e.low, e.high] for name, e in estimates[arm].items()},
+                    }
+                    for arm in arms
+                },
+            }
+        )
+    pooled = {arm: np.concatenate([sc[arm] for sc in scores]) for arm in arms}
+    single = _best(pooled, arms)
+    oracle = np.concatenate([sc[entry["best_arm"]] for sc, entry in zip(scores, per_bin, strict=True)])
+    diff = paired_difference(oracle, pooled[single], rng=settings.seed, n_resamples=reps)
+    # Cross-fitted oracle: each half of the seeds is scored with the arm that was best in its bin on the other half,
+    # which removes the winner's-curse bias of choosing and scoring on the same runs.
+    cross = []
+    for sc in scores:
+        n = len(next(iter(sc.values())))
+        halves = [np.arange(n) % 2 == 0, np.arange(n) % 2 == 1]
+        for held, pick in (halves, halves[::-1]):
+            arm = _best({a: v[pick] for a, v in sc.items()}, arms) if pick.any() else single
+            cross.append(sc[arm][held])
+    cross_oracle = np.concatenate(cross)
+    cross_single = np.concatenate(
+        [sc[single][held] for sc in scores for held in (np.arange(len(sc[single])) % 2 == h for h in (0, 1))]
+    )
+    cross_diff = paired_difference(cross_oracle, cross_single, rng=settings.seed, n_resamples=reps)
+    best_fixed = [entry["best_fixed_arm"] for entry in per_bin]
+    differs = len(set(best_fixed)) > 1
+    margin = diff.value > 2.0 * diff.standard_error
+    k0 = "fixed:0"
+    core = [r["core_seconds"] / (r["runs"] * len(arms)) for r in records]
+    return {
+        "verdict": "PASS" if differs and margin else "FAIL",
+        "best_fixed_k_differs": differs,
+        "oracle_beats_single_by_2se": bool(margin),
+        "best_fixed_arm_by_bin": best_fixed,
+        "best_arm_by_bin": [entry["best_arm"] for entry in per_bin],
+        "single_best_arm": single,
+        "oracle_minus_single": {"mean_diff": diff.value, "se": diff.standard_error, "ci95": [diff.low, diff.high]},
+        "oracle_minus_single_cross_fitted": {
+            "mean_diff": cross_diff.value,
+            "se": cross_diff.standard_error,
+            "ci95": [cross_diff.low, cross_diff.high],
+        },
+        "model_one_step_rmse_by_bin": [entry["model_one_step_rmse"] for entry in per_bin],
+        "k0_mean_by_bin": [float(np.mean(sc[k0])) for sc in scores] if k0 in arms else None,
+        # K = 0 never calls the model, so its runs must be the same in every bin (bit for bit).
+        "k0_flat": bool(all(np.array_equal(sc[k0], scores[0][k0]) for sc in scores)) if k0 in arms else None,
+        "bins": per_bin,
+        "cost": {
+            "core_seconds_per_run": float(np.mean(core)),
+            "core_seconds": float(sum(r["core_seconds"] for r in records)),
+            "wall_seconds_in_units": float(sum(r["seconds"] for r in records)),
+        },
+        "protocol": protocol(settings),
+    }
+
+
+def report(summary: Mapping[str, Any]) -> str:
+    """The verdict as printed: mean score per bin and arm, the best arms, the oracle's margin."""
+    arms = list(summary["bins"][0]["arms"])
+    lines = [f"{'arm':<10} " + " ".join(f"{e['delta_range']!s:>16}" for e in summary["bins"])]
+    for arm in arms:
+        lines.append(f"{arm:<10} " + " ".join(f"{e['arms'][arm]['mean']:16.1f}" for e in summary["bins"]))
+    lines.append("one-step RMSE " + " ".join(f"{x:.4f}" for x in summary["model_one_step_rmse_by_bin"]))
+    lines.append(f"K = 0 the same in every bin: {summary['k0_flat']}")
+    lines.append(f"best fixed by bin {summary['best_fixed_arm_by_bin']}; best by bin {summary['best_arm_by_bin']}")
+    d, c = summary["oracle_minus_single"], summary["oracle_minus_single_cross_fitted"]
+    lines.append(
+        f"oracle - single best ({summary['single_best_arm']}): {d['mean_diff']:+.1f} (s.e. {d['se']:.1f}); "
+        f"cross-fitted {c['mean_diff']:+.1f} (s.e. {c['se']:.1f})"
+    )
+    lines.append(f"cost {summary['cost']['core_seconds_per_run']:.1f} core-s per run; verdict {summary['verdict']}")
+    return "\n".join(lines)
+
+
+def main(args: Args) -> dict[str, Any]:
+    """Run (or resume) the gate's units and write the summary to ``--out``."""
+    settings = Settings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Settings)})
+    wanted = protocol(settings)
+    records = run_sweep(
+        units(settings, args.seeds, Path(args.out_dir)),
+        functools.partial(run_unit, settings),
+        reuse=lambda _unit, record: record.get("protocol") == wanted,
+        workers=args.workers,
+        describe=lambda unit, r: f"bin {r['bin']} runs {r['first_run']}+{r['runs']}: {r['seconds']:.0f} s",
+    )
+    summary = summarize(settings, list(records.values()), args.bootstrap_reps)
+    summary["seeds"] = args.seeds
+    atomic_write_json(args.out, summary)
+    print(report(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

@@ -1,0 +1,90 @@
+"""The headroom gate end to end at a tiny size: units, summary fields, verdict, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.meta import headroom
+from experiments.sweep import Unit
+
+TINY = {
+    "arms": "fixed:0,fixed:2,dec:4",
+    "bins": "0:0,-0.6:-0.5",
+    "budget": 300,
+    "phase_length": 100,
+    "learning_starts": 50,
+    "batch_size": 16,
+    "net_arch": "16",
+    "eval_episodes": 1,
+    "score_evals": 2,
+    "seeds_per_unit": 2,
+    "rollout_freq": 100,
+    "num_model_rollouts": 16,
+}
+
+
+def _args(tmp_path: Path) -> headroom.Args:
+    return headroom.Args(
+        **TINY,  # type: ignore[arg-type]
+        seeds=2,
+        workers=1,
+        bootstrap_reps=50,
+        out_dir=str(tmp_path / "units"),
+        out=str(tmp_path / "headroom.json"),
+    )
+
+
+def test_headroom_gate_end_to_end_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = headroom.main(_args(tmp_path))
+    saved = json.loads((tmp_path / "headroom.json").read_text())
+    assert saved["verdict"] == summary["verdict"] in ("PASS", "FAIL")
+    for key in (
+        "best_fixed_k_differs",
+        "oracle_beats_single_by_2se",
+        "best_fixed_arm_by_bin",
+        "single_best_arm",
+        "oracle_minus_single",
+        "oracle_minus_single_cross_fitted",
+        "model_one_step_rmse_by_bin",
+        "k0_mean_by_bin",
+        "k0_flat",
+        "cost",
+    ):
+        assert key in saved
+    assert {"mean_diff", "se", "ci95"} <= set(saved["oracle_minus_single"])
+    assert len(saved["bins"]) == 2
+    for entry in saved["bins"]:
+        assert set(entry["arms"]) == {"fixed:0", "fixed:2", "dec:4"}
+        assert {"mean", "mean_ci95", "iqm", "iqm_ci95", "scores"} <= set(entry["arms"]["fixed:0"])
+    # K = 0 never uses the model: its runs are the same in every bin; the wrong model's error shows in the RMSE.
+    assert saved["k0_flat"] is True
+    assert saved["bins"][0]["arms"]["fixed:0"]["scores"] == saved["bins"][1]["arms"]["fixed:0"]["scores"]
+    rmse = saved["model_one_step_rmse_by_bin"]
+    assert rmse[0] < 1e-5 < 0.05 < rmse[1]
+    assert saved["cost"]["core_seconds_per_run"] > 0
+    assert len(list((tmp_path / "units").glob("*.json"))) == 2
+
+    def must_not_run(settings: headroom.Settings, unit: Unit) -> dict[str, object]:
+        raise AssertionError(f"unit {unit} was saved and must be kept")
+
+    monkeypatch.setattr(headroom, "run_unit", must_not_run)
+    again = headroom.main(_args(tmp_path))
+    assert again["oracle_minus_single"] == summary["oracle_minus_single"]
+
+
+def test_bins_and_seed_slices_are_checked() -> None:
+    assert headroom.parse_bins("0:0, -0.2:-0.1") == [(0.0, 0.0), (-0.2, -0.1)]
+    for bad in ("0.1", "0.2:0.1", "-1:-0.5", ""):
+        with pytest.raises(ValueError):
+            headroom.parse_bins(bad)
+    with pytest.raises(ValueError, match="multiple"):
+        headroom.units(headroom.Settings(seeds_per_unit=5), 7, Path("x"))
+    # Deltas are drawn per (seed, bin, run): the same for every arm, inside the bin.
+    settings = headroom.Settings(bins="0:0,-0.3:-0.2")
+    deltas = headroom.run_deltas(settings, 1, 0, 4)
+    assert deltas == headroom.run_deltas(settings, 1, 0, 4)
+    assert all(-0.3 <= d <= -0.2 for d in deltas) and len(set(deltas)) == 4
+    assert headroom.run_deltas(settings, 0, 0, 3) == [0.0, 0.0, 0.0]
