@@ -71,6 +71,8 @@ def bench(
 
     set_torch_threads()
     wanted = None if only is None else {name.strip() for name in only.split(",") if name.strip()}
+    if wanted is not None and not wanted:
+        raise typer.BadParameter("no pillar named; leave --only out to run them all", param_hint="--only")
     known = {name for name, _, _ in PILLARS}
     if wanted is not None and not wanted <= known:
         raise typer.BadParameter(

@@ -12,6 +12,9 @@ from rolloutlab.cli import app
 
 CASES = [
     ("bench --only nope", "nope"),
+    ("bench --only ,", "no pillar named"),
+    ("meta eval --arms ,", "no arms given"),
+    ("meta train --resume /nonexistent/run", "/nonexistent/run"),
     ("mbrl train --steps -5", "--steps"),
     ("mbrl train --algo nope", "nope"),
     ("mbrl train --env NoSuchEnv-v9 --steps 10", "NoSuchEnv"),

@@ -48,11 +48,15 @@ def train(
 ) -> None:
     """Meta-train (or resume with --resume RUN_DIR); writes meta_policy.pt for `learned:PATH`."""
     from meta.control.training import MetaTrainConfig, MetaTrainer
+    from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
     from rolloutlab.runs import make_run_dir
 
     if resume is not None:
-        trainer = MetaTrainer.resume(resume)
+        try:
+            trainer = MetaTrainer.resume(resume)
+        except CheckpointError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from exc
         run_dir = resume
     else:
         overrides: dict[str, Any] = {
@@ -130,6 +134,8 @@ def evaluate(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--physics") from exc
     names = split_specs(arms)
+    if not names:
+        raise typer.BadParameter("no arms given; e.g. --arms fixed:0,inc:32", param_hint="--arms")
     model_arms = [a for a in names if a != DQN_ZOO_ARM]
     keys = [arm_key(a) for a in names]
     if len(set(keys)) != len(keys):
