@@ -5,7 +5,6 @@ Heavy libraries (torch, SB3) are imported inside the commands so ``rolloutlab --
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +12,12 @@ from typing import Annotated, Any
 import typer
 
 from rolloutlab.device import DEVICE_HELP, device_option
+from rolloutlab.runs import output_dir_option
+
+#: ``--env`` when it is left out: a continuous-action env for MBPO and PETS, a discrete one with rl-zoo DQN settings
+#: for Dyna-DQN.
+DEFAULT_ENV = "Pendulum-v1"
+DEFAULT_DYNA_ENV = "CartPole-v1"
 
 app = typer.Typer(
     help="World-model learners: MBPO (SB3 SAC) and Dyna-DQN with a rollout-length controller.",
@@ -74,9 +79,14 @@ def train(
             "from the rolloutlab command)."
         ),
     ] = "mbpo",
-    env: Annotated[str, typer.Option("--env", help="Gymnasium id, e.g. Pendulum-v1 or rolloutlab/PointMass-v0.")] = (
-        "Pendulum-v1"
-    ),
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env",
+            help=f"Gymnasium id, e.g. Pendulum-v1 or rolloutlab/PointMass-v0 (default: {DEFAULT_ENV}; "
+            f"{DEFAULT_DYNA_ENV} for dyna).",
+        ),
+    ] = None,
     steps: Annotated[
         int | None, typer.Option(min=1, help="Interaction budget in env steps (default: the config's).")
     ] = None,
@@ -93,7 +103,9 @@ def train(
     resume: Annotated[
         Path | None, typer.Option(help="Continue the run in this directory to its original budget.")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
+    out: Annotated[
+        Path, typer.Option(help="Parent directory of new run directories.", callback=output_dir_option)
+    ] = Path("runs"),
     checkpoint_every: Annotated[
         int | None, typer.Option(min=0, help="Env steps between whole-run checkpoints (default: the config's).")
     ] = None,
@@ -109,14 +121,14 @@ def train(
 
     set_torch_threads()
     if algo == "dyna":
-        _train_dyna(env, steps, controller, seed, config, resume, out, device)
+        _train_dyna(env or DEFAULT_DYNA_ENV, steps, controller, seed, config, resume, out, device)
         return
     if algo not in TRAINERS:
         raise typer.BadParameter(f"unknown algorithm {algo!r}; choose one of {_algo_names()}", param_hint="--algo")
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError
     from rolloutlab.device import DeviceError
-    from rolloutlab.runs import make_run_dir
+    from rolloutlab.runs import run_dir_kept_on_success
 
     driver, load_config = TRAINERS[algo]()
     if resume is not None:
@@ -127,7 +139,7 @@ def train(
         except DeviceError as exc:  # the device the run was saved on is not here
             raise typer.BadParameter(f"{exc}; continue it elsewhere with --device", param_hint="--device") from exc
     else:
-        overrides: dict[str, Any] = {"env_id": env, "seed": seed}
+        overrides: dict[str, Any] = {"env_id": env or DEFAULT_ENV, "seed": seed}
         if device is not None:
             overrides["device"] = device
         if steps is not None:
@@ -143,13 +155,12 @@ def train(
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
         import gymnasium as gym
 
-        run_dir = make_run_dir(f"{algo}-{cfg.env_id}", cfg.seed, root=out, config=cfg)
         try:
-            run = driver(cfg, run_dir=run_dir)
-        except (ValueError, gym.error.Error) as exc:
             # A configuration the driver refuses before any work (PETS without a reward function, an unknown env
-            # id): leave no run directory behind that looks like a started run.
-            shutil.rmtree(run_dir, ignore_errors=True)
+            # id) leaves no run directory behind that looks like a started run.
+            with run_dir_kept_on_success(f"{algo}-{cfg.env_id}", cfg.seed, root=out, config=cfg) as run_dir:
+                run = driver(cfg, run_dir=run_dir)
+        except (ValueError, gym.error.Error) as exc:
             raise typer.BadParameter(str(exc), param_hint="--config/--env/--controller") from exc
     run.learn()
     final = run.eval_history[-1][1] if run.eval_history else float("nan")
@@ -170,13 +181,12 @@ def _train_dyna(
     import dataclasses
 
     import gymnasium as gym
-    import yaml
 
     from mbrl.algorithms.dyna import DynaConfig, DynaDQN
     from rolloutlab.checkpoint import CheckpointError
-    from rolloutlab.config import ConfigError, from_dict
+    from rolloutlab.config import ConfigError, from_dict, read_yaml_mapping
     from rolloutlab.device import DeviceError
-    from rolloutlab.runs import make_run_dir
+    from rolloutlab.runs import run_dir_kept_on_success
 
     if resume is not None:
         try:
@@ -191,7 +201,7 @@ def _train_dyna(
         try:
             values = dataclasses.asdict(DynaConfig.for_env(env))
             if config is not None:
-                values.update(yaml.safe_load(config.read_text(encoding="utf-8")) or {})
+                values.update(read_yaml_mapping(config))
             if steps is not None:
                 values["budget"] = steps
             if device is not None:
@@ -200,12 +210,11 @@ def _train_dyna(
         except (ConfigError, ValueError, OSError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--config/--env") from exc
         _check_device(cfg.device)
-        run_dir = make_run_dir(f"dyna-{env}", seed, root=out)
         try:
-            run = DynaDQN(env, cfg, seed=seed, controller=spec, run_dir=run_dir)
-        except (ValueError, TypeError, gym.error.Error) as exc:
             # Refused before any work (continuous actions, an unknown env id): leave no run directory behind.
-            shutil.rmtree(run_dir, ignore_errors=True)
+            with run_dir_kept_on_success(f"dyna-{env}", seed, root=out) as run_dir:
+                run = DynaDQN(env, cfg, seed=seed, controller=spec, run_dir=run_dir)
+        except (ValueError, TypeError, gym.error.Error) as exc:
             raise typer.BadParameter(str(exc), param_hint="--env/--config") from exc
     run.learn()
     final = run.eval_history[-1][1] if run.eval_history else float("nan")
@@ -214,7 +223,9 @@ def _train_dyna(
 
 @app.command()
 def bench(
-    out: Annotated[Path, typer.Option(help="Where the quick benchmark writes its JSON.")] = Path("runs/mbrl-bench"),
+    out: Annotated[
+        Path, typer.Option(help="Where the quick benchmark writes its JSON.", callback=output_dir_option)
+    ] = Path("runs/mbrl-bench"),
 ) -> None:
     """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds; needs a clone)."""
     from rolloutlab.bench import CheckoutMissing, load_quick_bench

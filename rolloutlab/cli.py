@@ -17,6 +17,7 @@ import typer
 
 from rolloutlab import __version__
 from rolloutlab.bench import CheckoutMissing, PillarEntry, load_quick_bench, run_suite
+from rolloutlab.runs import output_dir_option
 
 # (name, module holding the pillar's Typer `app` or None, the checkout module holding its `quick_bench`), in the order
 # the bench runs them. PETS has no sub-command of its own: it trains as `rolloutlab mbrl train --algo pets`. The quick
@@ -60,7 +61,9 @@ def _root(
 
 @app.command()
 def bench(
-    out: Annotated[Path, typer.Option(help="Parent directory for the bench-<time> folder.")] = Path("runs"),
+    out: Annotated[
+        Path, typer.Option(help="Parent directory for the bench-<time> folder.", callback=output_dir_option)
+    ] = Path("runs"),
     only: Annotated[
         str | None,
         typer.Option(help=f"Comma-separated pillars to run: {','.join(n for n, _, _ in PILLARS)} (default: all)."),

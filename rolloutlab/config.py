@@ -107,7 +107,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
 def _build(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)  # YAML keys need not be strings
     if unknown:
         where = f"{prefix}." if prefix else ""
         raise ConfigError(
@@ -154,16 +154,54 @@ def load_config_or_defaults(
     return load_yaml(cls, path, overrides)
 
 
-def load_yaml(cls: type[T], path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> T:
-    """Load a YAML preset into dataclass ``cls``; ``overrides`` (already typed) win over the file."""
+def read_yaml_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The top-level mapping of a YAML preset file; an empty file is an empty mapping.
+
+    Every way a preset can be unusable (missing, a directory, unreadable, not UTF-8, not YAML, a list or a scalar at
+    the top level) is one :class:`ConfigError` naming the file, so every command answers it in one line.
+
+    Raises:
+        ConfigError: naming the file and what is wrong with it.
+    """
     source = Path(path)
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        text = source.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {source}") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config {source} is a directory, not a YAML file") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {source} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {source}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source} is not valid YAML: {exc}") from exc
-    merged = dict(data or {})
+        # The parser's message spans several lines; its first line names the problem, the mark says where.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source} is not valid YAML: {problem}{where}") from exc
+    except RecursionError as exc:  # deeply nested flow collections exhaust the parser's stack
+        raise ConfigError(f"{source} is not valid YAML: nested too deeply") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of settings at the top level, got {type(data).__name__}")
+    if not all(isinstance(key, str) for key in data):
+        bad = next(key for key in data if not isinstance(key, str))
+        raise ConfigError(f"{source}: setting names must be strings, got {bad!r}")
+    return dict(data)
+
+
+def load_yaml(cls: type[T], path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> T:
+    """Load a YAML preset into dataclass ``cls``; ``overrides`` (already typed) win over the file.
+
+    Raises:
+        ConfigError: the file is unusable (see :func:`read_yaml_mapping`) or a field is unknown or mistyped.
+    """
+    source = Path(path)
+    merged = read_yaml_mapping(source)
     merged.update(overrides or {})
     try:
         return from_dict(cls, merged)

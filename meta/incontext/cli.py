@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from rolloutlab.device import DEVICE_HELP, device_option
+from rolloutlab.runs import output_dir_option
 
 app = typer.Typer(
     help="In-context RL (AMAGO-style transformer) on bandits, T-maze and dark key-door.", no_args_is_help=True
@@ -38,10 +39,13 @@ def train(
     run_dir: Annotated[
         Path | None,
         typer.Option(
-            help="Resume this run directory (its saved settings; --steps/--minutes may extend it, --device move it)."
+            help="Resume this run directory (its saved settings; --steps/--minutes may extend it, --device move it).",
+            callback=output_dir_option,
         ),
     ] = None,
-    runs_root: Annotated[Path, typer.Option(help="Parent of new run directories.")] = Path("runs"),
+    runs_root: Annotated[Path, typer.Option(help="Parent of new run directories.", callback=output_dir_option)] = Path(
+        "runs"
+    ),
     device: Annotated[str | None, typer.Option(help=DEVICE_HELP, callback=device_option)] = None,
 ) -> None:
     """Train the agent; checkpoints go to the run directory, and re-running with --run-dir resumes after a kill."""

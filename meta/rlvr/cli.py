@@ -12,25 +12,30 @@ from typing import Annotated, Any
 import typer
 
 from rolloutlab.device import DEVICE_HELP, device_option
+from rolloutlab.runs import output_dir_option, output_file_option
 
 app = typer.Typer(help="RLVR: adaptive per-prompt rollout allocation for GRPO on verifiable arithmetic.")
 
 
 @app.command()
 def sft(
-    out: Annotated[Path, typer.Option(help="Checkpoint file to write.")] = Path("runs/rlvr/sft.pt"),
+    out: Annotated[Path, typer.Option(help="Checkpoint file to write.", callback=output_file_option)] = Path(
+        "runs/rlvr/sft.pt"
+    ),
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.")] = 1500,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     config: Annotated[Path | None, typer.Option(help="YAML preset for SFTConfig (CLI flags override).")] = None,
 ) -> None:
     """Warm-start the character model with supervised learning and report its solve rate per difficulty."""
     from meta.rlvr.trainers.sft import SFTConfig, train_sft
-    from rolloutlab.config import from_dict, load_yaml
+    from rolloutlab.config import ConfigError, load_config_or_defaults
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
-    overrides = {"steps": steps, "seed": seed}
-    cfg = load_yaml(SFTConfig, config, overrides) if config else from_dict(SFTConfig, overrides)
+    try:
+        cfg = load_config_or_defaults(SFTConfig, config, {"steps": steps, "seed": seed})
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
     _, metrics = train_sft(cfg, out_path=out, log=typer.echo)
     typer.echo(json.dumps({"sampled": metrics["sampled"], "greedy_overall": metrics["greedy"]["overall"]}, indent=2))
     typer.echo(f"saved {out}")
@@ -83,7 +88,10 @@ def train(
     config: Annotated[
         Path | None, typer.Option(help="YAML preset for GRPORunConfig (trainer settings under grpo:); flags win.")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Parent directory of new run directories (default runs).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Parent directory of new run directories (default runs).", callback=output_dir_option),
+    ] = None,
     resume: Annotated[
         Path | None, typer.Option(help="Continue the run in this directory to its original step budget.")
     ] = None,
@@ -173,7 +181,7 @@ def train(
 
 @app.command()
 def bench(
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/rlvr-bench"),
+    out: Annotated[Path, typer.Option(help="Output directory.", callback=output_dir_option)] = Path("runs/rlvr-bench"),
 ) -> None:
     """Run the reduced benchmark (a few arms, short runs) and print its table (needs a clone of the repository)."""
     from rolloutlab.bench import CheckoutMissing, load_quick_bench

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from rolloutlab.runs import output_dir_option
+
 app = typer.Typer(
     help="Meta-level rollout-length control: the meta-MDP over a Dyna-DQN run and its SB3 meta-agent.",
     no_args_is_help=True,
@@ -44,13 +46,15 @@ def train(
         Path | None, typer.Option(help="YAML preset for MetaTrainConfig (command-line options override it).")
     ] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the meta-training run in this directory.")] = None,
-    out: Annotated[Path, typer.Option(help="Parent directory of new run directories.")] = Path("runs"),
+    out: Annotated[
+        Path, typer.Option(help="Parent directory of new run directories.", callback=output_dir_option)
+    ] = Path("runs"),
 ) -> None:
     """Meta-train (or resume with --resume RUN_DIR); writes meta_policy.pt for `learned:PATH`."""
     from meta.control.training import MetaTrainConfig, MetaTrainer
     from rolloutlab.checkpoint import CheckpointError
     from rolloutlab.config import ConfigError, from_dict, load_yaml, to_dict
-    from rolloutlab.runs import make_run_dir
+    from rolloutlab.runs import run_dir_kept_on_success
 
     if resume is not None:
         try:
@@ -78,8 +82,11 @@ def train(
             cfg = from_dict(MetaTrainConfig, {**base, **overrides, "env": env_part, "agent": agent_part})
         except (ConfigError, ValueError) as exc:
             raise typer.BadParameter(str(exc)) from exc
-        run_dir = make_run_dir(f"meta-{env}", seed, out)
-        trainer = MetaTrainer(cfg, run_dir)
+        try:
+            with run_dir_kept_on_success(f"meta-{env}", seed, out) as run_dir:
+                trainer = MetaTrainer(cfg, run_dir)
+        except (ConfigError, ValueError) as exc:  # refused before any work: no run directory is left behind
+            raise typer.BadParameter(str(exc)) from exc
     summary = trainer.train()
     typer.echo(
         f"meta-trained {summary['episodes_done']} episodes in {summary['wall_seconds']:.0f}s "
@@ -113,7 +120,9 @@ def evaluate(
     inner: Annotated[str, typer.Option(help="Inner learner: dyna or toy.")] = "dyna",
     final_episodes: Annotated[int, typer.Option(min=1, help="Greedy episodes per run for the final score.")] = 10,
     seed: Annotated[int, typer.Option(help="Inner seed shared by every arm.")] = 1,
-    out: Annotated[Path, typer.Option(help="Output directory (JSON, table, plots).")] = Path("runs/meta-eval"),
+    out: Annotated[
+        Path, typer.Option(help="Output directory (JSON, table, plots).", callback=output_dir_option)
+    ] = Path("runs/meta-eval"),
 ) -> None:
     """Score every arm on the (perturbed) env: JSON, a results table, and plots of scores and K schedules."""
     from envs.perturbed import parse_physics

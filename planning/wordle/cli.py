@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from rolloutlab.runs import output_file_option
+
 if TYPE_CHECKING:
     from planning.wordle.solver import WordleSolver
 
@@ -258,7 +260,9 @@ def bench(
         bool, typer.Option(help="Break ties toward possible answers (off = the paper's plain greedy).")
     ] = True,
     exact_up_to: _ExactUpTo = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the result record here.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the result record here.", callback=output_file_option)
+    ] = None,
 ) -> None:
     """Evaluate a policy exactly over every answer; print the result and optionally write JSON."""
     import json
