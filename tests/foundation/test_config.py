@@ -6,7 +6,7 @@ from typing import Literal
 
 import pytest
 
-from rolloutlab.config import ConfigError, from_dict, load_yaml, save_yaml, to_dict
+from rolloutlab.config import ConfigError, from_dict, load_yaml, read_yaml_mapping, save_yaml, to_dict
 
 
 @dataclass
@@ -68,6 +68,35 @@ def test_yaml_round_trip_and_file_errors(tmp_path: Path) -> None:
         load_yaml(Cfg, tmp_path / "typo.yaml")
     with pytest.raises(ConfigError, match="not found"):
         load_yaml(Cfg, tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"- 1\n- 2\n", "expected a mapping of settings at the top level, got list"),
+        (b"42\n", "expected a mapping of settings at the top level, got int"),
+        (b"'text'\n", "expected a mapping of settings at the top level, got str"),
+        (b"\xff\xfesteps: 3\n", "is not UTF-8 text"),
+        (b"1: 2\n", "setting names must be strings"),
+        (b"optim: {1: 2, lr: 0.1}\n", "unknown field optim.1"),
+        (b"steps: 3\n  bad indent: [\n", "not valid YAML"),
+        (b"[" * 5000, "not valid YAML"),
+    ],
+)
+def test_every_malformed_preset_is_one_config_error(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "preset.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_yaml(Cfg, path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_folder_or_an_empty_file_as_preset(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_yaml(Cfg, tmp_path)
+    (tmp_path / "empty.yaml").write_text("")
+    assert read_yaml_mapping(tmp_path / "empty.yaml") == {}
+    assert load_yaml(Cfg, tmp_path / "empty.yaml") == Cfg()
 
 
 @dataclass

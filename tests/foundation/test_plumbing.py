@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from rolloutlab.logs import make_logger
-from rolloutlab.runs import make_run_dir, write_result
+from rolloutlab.runs import OutputPathError, check_output_path, make_run_dir, run_dir_kept_on_success, write_result
 from rolloutlab.seeding import seed_everything
 from rolloutlab.threads import set_torch_threads
 
@@ -66,3 +66,35 @@ def test_logger_keeps_previous_sessions_csv(tmp_path: Path) -> None:
     assert "1" in (tmp_path / "progress.1.csv").read_text()
     assert "2" in (tmp_path / "progress.2.csv").read_text()
     assert (tmp_path / "progress.csv").read_text().splitlines()[-1] == "3"
+
+
+def test_output_paths_are_checked_without_writing_anything(tmp_path: Path) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    assert check_output_path(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert check_output_path(tmp_path / "file.txt", "file") == tmp_path / "file.txt"
+    assert check_output_path(tmp_path / "new" / "result.json", "file") == tmp_path / "new" / "result.json"
+    for path, kind, message in [
+        ("/proc/rolloutlab-x", "dir", "cannot write /proc/rolloutlab-x"),
+        ("/proc/rolloutlab-x.json", "file", "cannot write"),
+        (tmp_path / "file.txt", "dir", "exists and is not a directory"),
+        (tmp_path, "file", "is a directory, not a file"),
+        (tmp_path / "file.txt" / "inside.json", "file", "file.txt is not a directory"),
+    ]:
+        with pytest.raises(OutputPathError, match=message):
+            check_output_path(path, kind)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_a_run_refused_while_it_is_built_leaves_no_directory(tmp_path: Path) -> None:
+    root = tmp_path / "runs" / "nested"
+    with pytest.raises(ValueError, match="refused"), run_dir_kept_on_success("x", 0, root=root):
+        raise ValueError("refused")
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "other").mkdir()
+    with pytest.raises(ValueError), run_dir_kept_on_success("x", 0, root=tmp_path / "kept"):
+        raise ValueError("refused")
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["other"]
+    with run_dir_kept_on_success("x", 0, root=tmp_path / "kept") as run_dir:
+        pass
+    assert run_dir.is_dir()
