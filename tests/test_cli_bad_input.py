@@ -29,6 +29,7 @@ CASES = [
     ("meta eval --arms nope:1", "nope"),
     ("meta eval --arms learned:/nonexistent/meta_policy.pt", "checkpoint not found"),
     ("meta eval --physics nope=1", "nope"),
+    ("meta eval --inner nope", "inner: expected one of ['dyna', 'toy']"),
     ("rlvr sft --steps -1", "--steps"),
     ("rlvr train --steps -1", "--steps"),
     ("rlvr train --allocator nope:1", "nope:1"),

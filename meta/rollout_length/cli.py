@@ -131,11 +131,15 @@ def evaluate(
     from meta.rollout_length.evaluate import DQN_ZOO_ARM, arm_controller, arm_key, compare, run_arms, run_dqn_zoo
     from meta.rollout_length.plots import plot_arms
     from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
+    from rolloutlab.config import from_dict
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
     try:
-        cfg = MetaEnvConfig(env_id=env, budget=budget, phase_length=phase, k_cap=k_cap, inner=inner)  # type: ignore[arg-type]
+        # from_dict, not the constructor: it also checks the Literal fields (--inner), which a dataclass takes as given.
+        cfg = from_dict(
+            MetaEnvConfig, {"env_id": env, "budget": budget, "phase_length": phase, "k_cap": k_cap, "inner": inner}
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     try:
