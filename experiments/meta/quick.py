@@ -1,9 +1,10 @@
-"""The meta pillar's line in ``rolloutlab bench``, at a size of a few minutes.
+"""The meta pillar's lines in ``rolloutlab bench``, at a size of about a minute.
 
-1. Inner env-steps per second of one meta-training round in the experiment's regime (the gate's Acrobot learner,
-   B = 2 runs, 2.8k of its 8k steps: one world-model refit at 2k, then lookahead): the cost that decides how many
-   meta-episodes are affordable. Later refits see more data, so the full run is somewhat slower per step. The
-   protocol (>= 500 meta-episodes of 8k steps in <= 2 h) needs about 560 steps/s.
+1. Inner env-steps per second of a short meta round in the experiment's regime (the gate's Acrobot learner, B = 2
+   runs of 1.2k steps with a world-model refit at 600, then lookahead), reported as information: the protocol's
+   need (>= 500 meta-episodes of 8k steps in <= 2 h, about 560 steps/s) is a target for the full benchmark, which
+   batches B = 8 runs of 8k steps on an otherwise idle machine; two short runs on a shared machine do not measure
+   that, so this row carries no target.
 2. Whether a DQN meta-agent learns a better-than-random schedule on the analytic toy learner
    (:mod:`meta.rollout_length.toy`), whose best schedule is known to increase K as data accumulates: META's final J
    minus the random meta-policy's, same seeds.
@@ -34,7 +35,9 @@ def _throughput() -> BenchLine:
     started = time.perf_counter()
     cfg = load_yaml(MetaTrainConfig, _PRESET).env
     assert isinstance(cfg, MetaEnvConfig), f"{_PRESET} is not a rollout-length preset"
-    cfg.budget, cfg.phase_length = 2_800, 700
+    # Short enough for the bench, long enough to hold one model refit and lookahead after it (the costly part).
+    cfg.budget, cfg.phase_length = 1_200, 300
+    cfg.dyna = {**cfg.dyna, "model_train_freq": 600}
     runs = 2
     venv = MetaVecEnv(cfg, num_runs=runs, seed=0)
     venv.reset()
@@ -48,11 +51,17 @@ def _throughput() -> BenchLine:
         benchmark=f"meta round, the gate's Dyna-DQN (Acrobot, B={runs}, {cfg.horizon * cfg.phase_length} steps)",
         metric="inner env-steps/s",
         value=round(rate, 1),
-        target=f">= {_NEEDED_STEPS_PER_SECOND:.0f} for 504x8k meta-episodes in 2 h",
-        passed=rate >= _NEEDED_STEPS_PER_SECOND,
+        target=f"report (the full benchmark, B = 8 on an idle machine, needs >= {_NEEDED_STEPS_PER_SECOND:.0f})",
+        passed=None,
         seconds=time.perf_counter() - started,
         command=_FULL,
-        details={"runs": runs, "steps": cfg.horizon * cfg.phase_length, "phase_length": cfg.phase_length},
+        details={
+            "runs": runs,
+            "steps": cfg.horizon * cfg.phase_length,
+            "phase_length": cfg.phase_length,
+            "model_train_freq": 600,
+            "full_benchmark_needs": round(_NEEDED_STEPS_PER_SECOND, 1),
+        },
     )
 
 

@@ -365,7 +365,7 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         write_result(self.run_dir, self.result())
         return self
 
-    def _learn_loop(self, started: float, steps_at_start: int, bar: Any) -> None:
+    def _learn_loop(self: Self, started: float, steps_at_start: int, bar: Any) -> None:
         cfg = self.cfg
         while self.env_steps < cfg.total_steps and not self.stop_requested:
             if self._obs is None:
