@@ -1,4 +1,4 @@
-"""The in-context pillar's line in ``rolloutlab bench``: the agent on small Bernoulli bandits for 1 minute."""
+"""The in-context pillar's line in ``rolloutlab bench``: the agent on small Bernoulli bandits for 1.5 minutes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rolloutlab.checkpoint import atomic_write_json
 FULL_COMMAND = "OMP_NUM_THREADS=1 nice -n 10 experiments/incontext/run_all.sh"
 
 
-def quick_bench(out_dir: Path, minutes: float = 1.0, n_arms: int = 2, horizon: int = 10) -> list[BenchLine]:
+def quick_bench(out_dir: Path, minutes: float = 1.5, n_arms: int = 2, horizon: int = 10) -> list[BenchLine]:
     """``rolloutlab bench --only incontext``: the agent on ``n_arms`` x ``horizon`` Bernoulli bandits for ``minutes``,
     against the reference policies.
 
