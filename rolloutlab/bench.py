@@ -103,30 +103,8 @@ def _format_value(value: float | None) -> str:
     return f"{value:.4g}" if isinstance(value, float) and not float(value).is_integer() else f"{value:g}"
 
 
-def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | None = None) -> dict[str, Any]:
-    """Run each pillar's quick benchmark, print the table and write summary.json / summary.md.
-
-    A pillar whose benchmark raises is reported as failed with the error; the others still run.
-
-    Returns:
-        The summary written to ``summary.json``.
-    """
-    # Rich wraps to 80 columns when stdout is not a terminal (CI logs, `make run | tee`); the table needs more.
-    console = console or Console(width=None if sys.stdout.isatty() else 180)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lines: list[BenchLine] = []
-    errors: dict[str, str] = {}
-    for entry in pillars:
-        console.print(f"[bold]{entry.name}[/bold]: running quick benchmark ...")
-        start = time.perf_counter()
-        try:
-            lines.extend(entry.quick_bench(out_dir / entry.name))
-        except Exception as exc:
-            errors[entry.name] = f"{type(exc).__name__}: {exc}"
-            console.print(f"[red]{entry.name} failed after {time.perf_counter() - start:.1f}s[/red]")
-            console.print(traceback.format_exc())
-
-    table = Table(title="rolloutlab bench")
+def _table(title: str, lines: Sequence[BenchLine], errors: dict[str, str]) -> Table:
+    table = Table(title=title)
     for column in ("pillar", "benchmark", "metric", "value", "target", "ok", "seconds"):
         table.add_column(column)
     for line in lines:
@@ -142,13 +120,65 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
         )
     for name, message in errors.items():
         table.add_row(name, "(error)", message[:60], "", "", "NO", "")
-    console.print(table)
+    return table
+
+
+def verdict(summary: dict[str, Any]) -> tuple[bool, str]:
+    """Whether every row met its target (rows without a target and errors aside) and the sentence that says so."""
+    failed = [f"{line['pillar']}: {line['metric']}" for line in summary["lines"] if line["passed"] is False]
+    failed += [f"{name}: error" for name in summary["errors"]]
+    if failed:
+        return False, f"NOT ALL TARGETS MET: {len(failed)} row(s) say NO ({'; '.join(failed)})"
+    return True, "all targets met"
+
+
+def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | None = None) -> dict[str, Any]:
+    """Run each pillar's quick benchmark, print its rows as it finishes, then the whole table and a verdict line;
+    write summary.json / summary.md.
+
+    A pillar whose benchmark raises is reported as failed with the error; the others still run.
+
+    Returns:
+        The summary written to ``summary.json`` (with ``passed``: no row said NO and no pillar failed, and
+        ``seconds``: the wall time of each pillar).
+    """
+    # Rich wraps to 80 columns when stdout is not a terminal (CI logs, `make run | tee`); the table needs more.
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines: list[BenchLine] = []
+    errors: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    suite_start = time.perf_counter()
+    for index, entry in enumerate(pillars, start=1):
+        console.print(f"[bold][{index}/{len(pillars)}] {entry.name}[/bold]: running quick benchmark ...")
+        start = time.perf_counter()
+        try:
+            rows = entry.quick_bench(out_dir / entry.name)
+        except Exception as exc:
+            rows = []
+            errors[entry.name] = f"{type(exc).__name__}: {exc}"
+            console.print(traceback.format_exc())
+        seconds[entry.name] = round(time.perf_counter() - start, 1)
+        lines.extend(rows)
+        mine = {entry.name: errors[entry.name]} if entry.name in errors else {}
+        console.print(
+            _table(
+                f"{entry.name}: done in {seconds[entry.name]:.0f} s ({time.perf_counter() - suite_start:.0f} s so far)",
+                rows,
+                mine,
+            )
+        )
+
+    console.print(_table("rolloutlab bench", lines, errors))
 
     summary = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "lines": [dataclasses.asdict(line) for line in lines],
         "errors": errors,
+        "seconds": seconds,
+        "total_seconds": round(time.perf_counter() - suite_start, 1),
     }
+    summary["passed"], last_line = verdict(summary)
     atomic_write_json(out_dir / "summary.json", summary)
     md = [
         "| pillar | benchmark | metric | value | target | ok | seconds | command |",
@@ -164,4 +194,7 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
         md.append(f"| {name} | error: {message} | | | | **no** | | |")
     atomic_write_text(out_dir / "summary.md", "\n".join(md) + "\n")
     console.print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'summary.md'}")
+    console.print(
+        f"[bold]{last_line}[/bold] ({summary['total_seconds']:.0f} s)", style=None if summary["passed"] else "red"
+    )
     return summary

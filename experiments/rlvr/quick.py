@@ -25,12 +25,12 @@ FULL_COMMAND = "OMP_NUM_THREADS=1 python experiments/rlvr/benchmark.py"
 
 def quick_bench(
     out_dir: Path,
-    steps: int = 60,
+    steps: int = 30,
     sft_steps: int = 800,
     checkpoint: Path = Path(DEFAULT_CHECKPOINT),
-    seeds: tuple[int, ...] = (0, 1),
+    seeds: tuple[int, ...] = (0,),
 ) -> list[BenchLine]:
-    """``rolloutlab bench --only rlvr``: the benchmark reduced to three arms, two seeds and short runs.
+    """``rolloutlab bench --only rlvr``: the benchmark reduced to three arms, one seed and short runs.
 
     Uniform G=8, AR3PO and DARS train from the SFT checkpoint (``runs/rlvr/sft.pt`` if present, otherwise a short warm
     start is trained first) on the full benchmark's prompts and update; the lines report AR3PO's and DARS's generated

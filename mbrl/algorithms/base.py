@@ -52,7 +52,7 @@ from meta.control import RolloutLengthController, make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, save_yaml, to_dict
 from rolloutlab.device import resolve_device
-from rolloutlab.logs import make_logger
+from rolloutlab.logs import announce_resume, make_logger, progress_bar
 from rolloutlab.run_state import EpisodeReplay, capture_rng, restore_rng
 from rolloutlab.runs import make_run_dir, write_result
 from rolloutlab.seeding import seed_everything
@@ -356,6 +356,17 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         """Interact until ``cfg.total_steps`` env steps (or :attr:`stop_requested`), then write ``result.json``."""
         cfg = self.cfg
         started, steps_at_start = time.perf_counter(), self.env_steps
+        bar = progress_bar(cfg.total_steps, self.env_steps, desc=self.name, unit="env step")
+        try:
+            self._learn_loop(started, steps_at_start, bar)
+        finally:
+            bar.close()
+        self.save()
+        write_result(self.run_dir, self.result())
+        return self
+
+    def _learn_loop(self: Self, started: float, steps_at_start: int, bar: Any) -> None:
+        cfg = self.cfg
         while self.env_steps < cfg.total_steps and not self.stop_requested:
             if self._obs is None:
                 self._obs, _ = self._episode.reset(self.env, seed=episode_seed(cfg.seed, self.episodes))
@@ -370,11 +381,9 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
                 self._dump(started, steps_at_start)
             if cfg.checkpoint_every and self.env_steps % cfg.checkpoint_every == 0:
                 self.save()
+            bar.update(1)
             if self.on_step is not None:
                 self.on_step(self)
-        self.save()
-        write_result(self.run_dir, self.result())
-        return self
 
     def _env_step(self) -> None:
         assert self._obs is not None
@@ -517,8 +526,11 @@ class ModelBasedRun(abc.ABC, Generic[ConfigT]):
         cfg = from_dict(cls.config_type, envelope["config"])
         if device is not None:
             cfg = dataclasses.replace(cfg, device=device)
-        # make_logger keeps the interrupted session's progress.csv as progress.N.csv (SB3's writer would truncate it).
+        step = int(envelope["state"]["counters"]["env_steps"])
+        if logger is None:
+            # One progress.csv: the rows the interrupted session wrote after its checkpoint are dropped, then appended.
+            logger = make_logger(run_dir, resume_step=step)
         run = cls(cfg, run_dir=run_dir, logger=logger, env=env, eval_env=eval_env, controller=controller)
         run.load_state_dict(envelope["state"])
-        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.total_steps}")
+        announce_resume(run_dir, run.env_steps, cfg.total_steps)
         return run

@@ -13,7 +13,8 @@ finished round and, with a deterministic inner learner, reaches the same final p
 
 Outputs in the run directory: ``config.yaml``, ``meta_checkpoint.pt``, ``meta_policy.pt`` (what
 :class:`~meta.rollout_length.learned.LearnedController` loads), ``meta_training.json`` (learning curve, K schedules,
-timing), ``meta_training.png``, and SB3 logs (``sb3-<session>/progress.csv`` and TensorBoard events).
+timing), ``meta_training.png``, and SB3 logs (``sb3/progress.csv``, continued by a resumed session, and TensorBoard
+events).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from meta.control.parallel import make_meta_vec_env
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 from rolloutlab.config import ConfigError, from_dict, save_yaml, to_dict
-from rolloutlab.logs import make_logger
+from rolloutlab.logs import announce_resume, make_logger
 from rolloutlab.run_state import capture_rng, restore_rng
 
 CHECKPOINT_NAME = "meta_checkpoint.pt"
@@ -404,7 +405,11 @@ class MetaTrainer:
                 model._last_obs = venv.reset()  # type: ignore[assignment]
                 restore_rng(resume["rng"], {"action_space": model.action_space.np_random})
             self.sessions += 1
-            model.set_logger(make_logger(self.run_dir / f"sb3-{self.sessions}", ("csv", "tensorboard")))
+            # One SB3 log for the whole run: a resumed session continues sb3/progress.csv from its checkpoint step.
+            resume_step = int(model.num_timesteps) if resume is not None else None
+            model.set_logger(make_logger(self.run_dir / "sb3", ("csv", "tensorboard"), resume_step=resume_step))
+            if resume is not None:
+                announce_resume(self.run_dir, int(model.num_timesteps), cfg.total_timesteps)
             remaining = cfg.total_timesteps - model.num_timesteps
             if remaining > 0:
                 callback = _RoundCallback(self)

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.logger import Logger
 from tqdm import tqdm
 
 from meta.incontext.agent import InContextAgent, polyak_
@@ -29,9 +30,9 @@ from meta.incontext.exploration import BilevelEpsilon, PerActorEpsilon
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import EVAL_SEED_BASE, eval_task_seeds, make_task_env, rollout_length, task_env_fns
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from rolloutlab.config import to_dict
+from rolloutlab.config import save_yaml, to_dict
 from rolloutlab.device import resolve_device
-from rolloutlab.logs import make_logger
+from rolloutlab.logs import announce_resume, make_logger
 from rolloutlab.run_state import capture_rng, restore_rng
 from rolloutlab.seeding import seed_everything
 from rolloutlab.statistics import mean_with_stderr
@@ -200,9 +201,18 @@ class InContextTrainer:
         self.update_seconds = 0.0
         self.history: list[dict[str, float]] = []
         self._next_eval = config.eval_every_steps
-        self.logger = make_logger(run_dir, ("csv",)) if run_dir is not None else None
-        if run_dir is not None and resume and (run_dir / "checkpoint.pt").exists():
-            self.load(run_dir / "checkpoint.pt")
+        self.logger: Logger | None = None
+        resuming = run_dir is not None and resume and (run_dir / "checkpoint.pt").exists()
+        if run_dir is not None:
+            if resuming:
+                self.load(run_dir / "checkpoint.pt")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            if not (run_dir / "config.yaml").exists():
+                save_yaml(config, run_dir / "config.yaml")
+            # A resumed run continues the one progress.csv from its checkpoint step (later rows are dropped).
+            self.logger = make_logger(run_dir, ("csv", "tensorboard"), resume_step=self.env_steps if resuming else None)
+            if resuming:
+                announce_resume(run_dir, self.env_steps, config.total_env_steps)
 
     # ----------------------------------------------------------------------------------------------------- phases
     @property

@@ -92,6 +92,29 @@ def test_run_suite_reports_lines_and_errors(tmp_path: Path) -> None:
     md = (tmp_path / "summary.md").read_text()
     assert "| wordle | easy | total | 7920 |" in md
     assert "error: RuntimeError: boom" in md
+    assert summary["passed"] is False and set(summary["seconds"]) == {"wordle", "rlvr"}
+
+
+def test_bench_says_no_plainly_and_exits_non_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def missed(out: Path) -> list[BenchLine]:
+        return [
+            BenchLine("mpc", "PETS", "median env steps", 1200.0, "<= 1000", False, 1.0, "x"),
+            BenchLine("mpc", "PETS", "plan p50 ms", 53.0, "report", None, 1.0, "x"),
+        ]
+
+    import rolloutlab.cli
+
+    monkeypatch.setattr(rolloutlab.cli, "load_quick_bench", lambda module: missed)
+    result = runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "mpc"], terminal_width=200)
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert "NOT ALL TARGETS MET" in last and "mpc: median env steps" in last
+    assert "mpc: done in" in result.output  # the pillar's rows as soon as it finished
+
+    monkeypatch.setattr(rolloutlab.cli, "load_quick_bench", lambda module: lambda out: missed(out)[1:])
+    result = runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "mpc"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "all targets met" in result.output.strip().splitlines()[-1]
 
 
 def test_lazy_package_names_resolve() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,26 @@ def test_logger_keeps_previous_sessions_csv(tmp_path: Path) -> None:
         logger.close()
     assert "1" in (tmp_path / "progress.1.csv").read_text()
     assert "2" in (tmp_path / "progress.2.csv").read_text()
-    assert (tmp_path / "progress.csv").read_text().splitlines()[-1] == "3"
+    assert (tmp_path / "progress.csv").read_text().splitlines()[-1] == "3,3"
+
+
+def test_logger_resumed_continues_one_csv(tmp_path: Path) -> None:
+    logger = make_logger(tmp_path, formats=("csv",))
+    for step in (1, 2, 3):  # the interrupted session wrote step 3 after its checkpoint at step 2
+        logger.record("train/loss", step / 10)
+        logger.dump(step=step)
+    logger.close()
+    logger = make_logger(tmp_path, formats=("csv",), resume_step=2)
+    for step in (3, 4):
+        logger.record("train/loss", step / 10)
+        logger.record("train/new_key", step)
+        logger.dump(step=step)
+    logger.close()
+    assert sorted(p.name for p in tmp_path.glob("progress*.csv")) == ["progress.csv"]
+    with (tmp_path / "progress.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
+    assert [r["train/new_key"] for r in rows] == ["", "", "3", "4"]
 
 
 def test_output_paths_are_checked_without_writing_anything(tmp_path: Path) -> None:

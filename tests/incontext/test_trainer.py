@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +73,8 @@ def test_cli_train_eval_and_resume(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "tmaze: eval return" in result.output and (run_dir / "result.json").exists()
+    # A new --run-dir gets what every trainer's run directory holds: the config and TensorBoard events.
+    assert (run_dir / "config.yaml").is_file() and list(run_dir.glob("events.out.tfevents*"))
     result = runner.invoke(app, ["eval", str(run_dir / "checkpoint.pt"), "--tasks", "10"])
     assert result.exit_code == 0, result.output
     assert "over 10 tasks" in result.output
@@ -80,6 +84,11 @@ def test_cli_train_eval_and_resume(tmp_path: Path) -> None:
     # budget grows.
     again = runner.invoke(app, ["train", "--task", "tmaze", "--steps", "128", "--run-dir", str(run_dir)])
     assert again.exit_code == 0, again.output
+    assert re.search(r"resumed .* at step \d+ of 128", again.output), again.output
+    assert sorted(p.name for p in run_dir.glob("progress*.csv")) == ["progress.csv"]
+    with (run_dir / "progress.csv").open() as f:
+        steps = [int(float(row["step"])) for row in csv.DictReader(f)]
+    assert steps == sorted(set(steps)) and steps[-1] >= 128
     saved = json.loads((run_dir / "result.json").read_text())
     assert saved["env_steps"] >= 128 and saved["config"]["corridor_length"] == 3
 

@@ -9,8 +9,11 @@ buffer.
 
 from __future__ import annotations
 
+import csv
+import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,7 +115,17 @@ def _resume(run_dir: Path, *extra: str) -> dict[str, Any]:
         _train(*extra, "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    _assert_resumed_in_one_log(run_dir, done.stdout)
     return dict(json.loads((run_dir / "result.json").read_text()))
+
+
+def _assert_resumed_in_one_log(run_dir: Path, stdout: str) -> None:
+    """The resumed session said where it resumed and continued the one progress.csv, no step written twice."""
+    assert re.search(r"resumed .* at step \d+", stdout), stdout[-2000:]
+    assert sorted(p.name for p in run_dir.glob("progress*.csv")) == ["progress.csv"]
+    with (run_dir / "progress.csv").open() as f:
+        steps = [int(float(row["step"])) for row in csv.DictReader(f)]
+    assert steps and all(a < b for a, b in itertools.pairwise(steps)), steps
 
 
 def _checkpoint(run_dir: Path, kind: str) -> dict[str, Any]:
@@ -153,7 +166,6 @@ def test_mbpo_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
     assert [s for s, _ in resumed["eval"]] == [100, 200, 300, 400]
     reference_final = _checkpoint(_only_run_dir(tmp_path / "reference"), CHECKPOINT_KIND)
     _assert_same_tensors(_checkpoint(run_dir, CHECKPOINT_KIND)["sac"]["policy"], reference_final["sac"]["policy"])
-    assert (run_dir / "progress.1.csv").exists() and (run_dir / "progress.csv").exists()
 
 
 def test_dyna_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
@@ -208,6 +220,7 @@ def test_pets_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
         _train_pets("--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    _assert_resumed_in_one_log(run_dir, done.stdout)
     resumed = json.loads((run_dir / "result.json").read_text())
     expected = json.loads((_only_run_dir(tmp_path / "reference") / "result.json").read_text())
     exact = ("env_steps", "episodes", "eval", "episode_returns", "final_eval_return", "model_fits", "horizons")

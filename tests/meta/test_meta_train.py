@@ -55,14 +55,14 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     cfg = _config(episodes=4, runs_per_round=4)
     first = MetaTrainer(cfg, tmp_path, show_progress=False).train()
     saved = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
-    logs = sorted(p.name for p in tmp_path.glob("sb3-*"))
+    logs = sorted(p.name for p in tmp_path.glob("sb3*"))
     again = MetaTrainer.resume(tmp_path, show_progress=False).train()
     timing = ("wall_seconds", "inner_steps_per_second")
     assert {k: v for k, v in again.items() if k not in timing} == {k: v for k, v in first.items() if k not in timing}
     assert again["sessions"] == 1
     assert again["wall_seconds"] == load_checkpoint(tmp_path / CHECKPOINT_NAME)["state"]["wall_seconds"]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == saved
-    assert sorted(p.name for p in tmp_path.glob("sb3-*")) == logs == ["sb3-1"]
+    assert sorted(p.name for p in tmp_path.glob("sb3*")) == logs == ["sb3"]
 
 
 def _policy(path: Path) -> dict[str, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -125,8 +126,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, sft_check
     timing = ("wall_seconds", "sessions")
     assert {k: v for k, v in ra.items() if k not in timing} == {k: v for k, v in rb.items() if k not in timing}
     assert [p["step"] for p in rb["evals"]] == list(range(0, STEPS + 1, EVERY))
-    # The killed session's log is kept beside the resumed one's.
-    assert (killed / "progress.1.csv").is_file() and (killed / "progress.csv").is_file()
+    # One progress.csv, continued from the checkpoint: every step once, in order.
+    assert sorted(p.name for p in killed.glob("progress*.csv")) == ["progress.csv"]
+    with (killed / "progress.csv").open() as f:
+        steps = [int(float(row["step"])) for row in csv.DictReader(f)]
+    assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == STEPS
 
 
 def _refused(*args: str) -> str:

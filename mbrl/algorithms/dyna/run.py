@@ -38,7 +38,7 @@ from meta.control import RolloutLengthController, make_controller
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict, save_yaml, to_dict
 from rolloutlab.device import resolve_device
-from rolloutlab.logs import DEFAULT_FORMATS, make_logger
+from rolloutlab.logs import DEFAULT_FORMATS, announce_resume, make_logger, progress_bar
 from rolloutlab.runs import make_run_dir, write_result
 
 __all__ = ["CHECKPOINT_KIND", "DynaDQN"]
@@ -155,11 +155,17 @@ class DynaDQN:
     def learn(self) -> Self:
         """Run phases until ``cfg.budget`` env steps (or :attr:`stop_requested`), checkpointing after each, then
         write ``result.json``."""
-        while not self.learner.done and not self.stop_requested:
-            feedback = self.driver.run_phase(self.learner)
-            self._after_phase(feedback[0])
-            if self.on_phase is not None:
-                self.on_phase(self)
+        bar = progress_bar(self.cfg.budget, self.env_steps, desc=self.name, unit="env step")
+        try:
+            while not self.learner.done and not self.stop_requested:
+                before = self.env_steps
+                feedback = self.driver.run_phase(self.learner)
+                self._after_phase(feedback[0])
+                bar.update(self.env_steps - before)
+                if self.on_phase is not None:
+                    self.on_phase(self)
+        finally:
+            bar.close()
         write_result(self.run_dir, self.result())
         return self
 
@@ -245,6 +251,9 @@ class DynaDQN:
         cfg = from_dict(DynaConfig, saved["dyna"])
         if device is not None:
             cfg = dataclasses.replace(cfg, device=device)
+        if logger is None:
+            # One progress.csv: the rows the interrupted session wrote after its checkpoint are dropped, then appended.
+            logger = make_logger(run_dir, resume_step=int(envelope["state"]["algo"]["steps_done"]))
         run = cls(
             str(saved["env_id"]) if env is None else env,
             cfg,
@@ -255,5 +264,5 @@ class DynaDQN:
             logger=logger,
         )
         run.load_state_dict(envelope["state"])
-        run.logger.log(f"resumed {run_dir} at env step {run.env_steps} of {cfg.budget}")
+        announce_resume(run_dir, run.env_steps, cfg.budget)
         return run

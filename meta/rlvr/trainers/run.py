@@ -5,7 +5,7 @@ A run lives in ``runs/rlvr-<allocator>__<seed>__<time>/`` (:func:`rolloutlab.run
 * ``config.yaml`` — the resolved :class:`GRPORunConfig` (the trainer's :class:`~meta.rlvr.trainers.grpo.GRPOConfig`
   nested);
 * ``progress.csv`` and TensorBoard events — an SB3 logger, one row per GRPO step (``rollout/``, ``train/``,
-  ``eval/``, ``meta/`` and ``time/`` keys); a resumed session keeps the earlier file as ``progress.N.csv``. Issue
+  ``eval/``, ``meta/`` and ``time/`` keys); a resumed session continues the one file from its checkpoint step. Issue
   21's measures are in every row (``rollout/tool_calls``, ``rollout/answer_length``, ``rollout/slow_share``,
   ``rollout/entropy``, ``rollout/completion_tokens``: the step's generated responses and the cumulative tokens) and
   every evaluation (``eval/accuracy``, ``eval/tool_calls``, ``eval/answer_length``, ``eval/slow_share``,
@@ -327,7 +327,10 @@ class GRPORun:
         if self.finished and self.run_dir is not None and (self.run_dir / RESULT_NAME).is_file():
             return self
         cfg = self.cfg
-        logger = make_logger(self.run_dir, LOG_FORMATS) if self.run_dir is not None else None
+        # One progress.csv across sessions: a resumed run keeps the rows up to its checkpoint step and appends (a run
+        # restarted before any evaluation keeps none: it logs step 0 again).
+        resume_step = self.trainer.num_steps if self.evals else -1
+        logger = make_logger(self.run_dir, LOG_FORMATS, resume_step=resume_step) if self.run_dir is not None else None
         started, wall_before = time.perf_counter(), self.wall_seconds
         bar = tqdm(
             total=cfg.steps, initial=self.trainer.num_steps, desc="rlvr train", unit="step", disable=not self.progress
