@@ -73,7 +73,81 @@ def _wrap(x: np.ndarray, low: float, high: float) -> np.ndarray:
     return out
 
 
-class TrueAcrobotModel:
+class ExactSimulatorModel:
+    """What every exact simulator used as a world model shares: nothing to learn, save or restore.
+
+    Subclasses (:class:`TrueAcrobotModel`, :class:`TruePendulumModel`) implement ``predict`` with the environment's own
+    equations; this base gives them ``DynamicsModel``'s remaining interface as no-ops and the :class:`ModelStep` they
+    return (no termination head, zero disagreement: one exact member).
+    """
+
+    obs_dim: int
+    action_dim: int
+
+    def _checked_inputs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs`` as float64 ``[N, obs_dim]`` and ``actions`` as int64 ``[N]`` indices, checked."""
+        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
+        n = obs64.shape[0]
+        raw = np.asarray(actions).reshape(-1)
+        if raw.shape[0] != n:
+            raise ValueError(f"got {raw.shape[0]} actions for {n} observations")
+        idx = raw.astype(np.int64)
+        if n and (np.any(idx != raw) or idx.min() < 0 or idx.max() >= self.action_dim):
+            raise ValueError(f"actions must be integers in [0, {self.action_dim}), got {np.unique(raw)}")
+        return obs64, idx
+
+    @staticmethod
+    def _model_step(next_obs: np.ndarray, reward: np.ndarray) -> ModelStep:
+        return ModelStep(
+            next_obs=next_obs,
+            reward=reward,
+            terminated_prob=None,
+            disagreement=np.zeros(len(next_obs)),
+            finite=np.isfinite(next_obs).all(axis=1),
+        )
+
+    def fit(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> dict[str, float]:
+        """Do nothing: the true dynamics have nothing to learn (signature of ``DynamicsModel.fit``).
+
+        Args:
+            obs: ``[N, obs_dim]``, ignored.
+            actions: ``[N]``, ignored.
+            rewards: ``[N]``, ignored.
+            next_obs: ``[N, obs_dim]``, ignored.
+            terminated: ``[N]``, ignored.
+
+        Returns:
+            An empty metrics dict: no holdout score is computed, so callers that read metrics with ``.get`` (the
+            Dyna learner) log their default (NaN), and ones that index ``"model/holdout_nll"`` directly must not be
+            given this model.
+        """
+        return {}
+
+    def restore_last_good(self) -> None:
+        """No-op: there are no weights that could diverge."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Empty: the model is fully described by its constructor arguments (see ``physics``)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Accept the empty snapshot :meth:`state_dict` makes.
+
+        Raises:
+            ValueError: ``state`` is not empty (e.g. a learned model's snapshot loaded into the wrong model).
+        """
+        if len(state):
+            raise ValueError(f"{type(self).__name__} has no state to load, got keys {sorted(state)}")
+
+
+class TrueAcrobotModel(ExactSimulatorModel):
     """Acrobot's exact dynamics as a world model, vectorized in numpy (float64).
 
     Units: lengths in m, masses in kg, moments of inertia in kg m^2, gravity in m/s^2, time in s, angles in rad,
@@ -326,70 +400,17 @@ class TrueAcrobotModel:
         Raises:
             ValueError: ``actions`` has the wrong length or holds an index outside ``[0, action_dim)``.
         """
-        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
-        n = obs64.shape[0]
-        raw = np.asarray(actions).reshape(-1)
-        if raw.shape[0] != n:
-            raise ValueError(f"got {raw.shape[0]} actions for {n} observations")
-        idx = raw.astype(np.int64)
-        if n and (np.any(idx != raw) or idx.min() < 0 or idx.max() >= self.action_dim):
-            raise ValueError(f"actions must be integers in [0, {self.action_dim}), got {np.unique(raw)}")
+        obs64, idx = self._checked_inputs(obs, actions)
         torque = self.torques[idx]
         if self.torque_noise_max > 0 and not deterministic:
-            torque = torque + rng.uniform(-self.torque_noise_max, self.torque_noise_max, size=n)
+            torque = torque + rng.uniform(-self.torque_noise_max, self.torque_noise_max, size=len(idx))
         next_obs = self.obs_from_state(self.step_state(self.state_from_obs(obs64), torque))
         # Terminal test on the next observation with the same function callers use for `terminated`.
         reward = np.where(acrobot_terminated(obs64, idx, next_obs), 0.0, -1.0)
-        return ModelStep(
-            next_obs=next_obs,
-            reward=reward,
-            terminated_prob=None,
-            disagreement=np.zeros(n),
-            finite=np.isfinite(next_obs).all(axis=1),
-        )
-
-    def fit(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminated: np.ndarray,
-    ) -> dict[str, float]:
-        """Do nothing: the true dynamics have nothing to learn (signature of ``DynamicsModel.fit``).
-
-        Args:
-            obs: ``[N, 6]``, ignored.
-            actions: ``[N]``, ignored.
-            rewards: ``[N]``, ignored.
-            next_obs: ``[N, 6]``, ignored.
-            terminated: ``[N]``, ignored.
-
-        Returns:
-            An empty metrics dict: no holdout score is computed, so callers that read metrics with ``.get`` (the
-            Dyna learner) log their default (NaN), and ones that index ``"model/holdout_nll"`` directly must not be
-            given this model.
-        """
-        return {}
-
-    def restore_last_good(self) -> None:
-        """No-op: there are no weights that could diverge."""
-
-    def state_dict(self) -> dict[str, Any]:
-        """Empty: the model is fully described by its constructor arguments (see :meth:`physics`)."""
-        return {}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Accept the empty snapshot :meth:`state_dict` makes.
-
-        Raises:
-            ValueError: ``state`` is not empty (e.g. a learned model's snapshot loaded into the wrong model).
-        """
-        if len(state):
-            raise ValueError(f"TrueAcrobotModel has no state to load, got keys {sorted(state)}")
+        return self._model_step(next_obs, reward)
 
 
-class TruePendulumModel:
+class TruePendulumModel(ExactSimulatorModel):
     """Pendulum's dynamics as a world model, vectorized in numpy (float64), for ``envs.pendulum.DiscretePendulumEnv``.
 
     One step is gymnasium's ``PendulumEnv.step``: ``dtheta' = clip(dtheta + (3 g / (2 l) sin theta + 3 u / (m l^2))
@@ -505,14 +526,7 @@ class TruePendulumModel:
         Raises:
             ValueError: ``actions`` has the wrong length or holds an index outside ``[0, action_dim)``.
         """
-        obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
-        n = obs64.shape[0]
-        raw = np.asarray(actions).reshape(-1)
-        if raw.shape[0] != n:
-            raise ValueError(f"got {raw.shape[0]} actions for {n} observations")
-        idx = raw.astype(np.int64)
-        if n and (np.any(idx != raw) or idx.min() < 0 or idx.max() >= self.action_dim):
-            raise ValueError(f"actions must be integers in [0, {self.action_dim}), got {np.unique(raw)}")
+        obs64, idx = self._checked_inputs(obs, actions)
         u = self.torques[idx]
         theta, dtheta = np.arctan2(obs64[:, 1], obs64[:, 0]), obs64[:, 2]
         # arctan2 already lies in [-pi, pi]: gymnasium's angle_normalize of it is the identity (up to the sign of pi).
@@ -521,37 +535,4 @@ class TruePendulumModel:
         new_dtheta = np.clip(new_dtheta, -self.max_speed, self.max_speed)
         new_theta = theta + new_dtheta * self.dt
         next_obs = np.stack([np.cos(new_theta), np.sin(new_theta), new_dtheta], axis=1)
-        return ModelStep(
-            next_obs=next_obs,
-            reward=reward,
-            terminated_prob=None,
-            disagreement=np.zeros(n),
-            finite=np.isfinite(next_obs).all(axis=1),
-        )
-
-    def fit(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        next_obs: np.ndarray,
-        terminated: np.ndarray,
-    ) -> dict[str, float]:
-        """Do nothing (signature of ``DynamicsModel.fit``); returns no metrics."""
-        return {}
-
-    def restore_last_good(self) -> None:
-        """No-op: there are no weights that could diverge."""
-
-    def state_dict(self) -> dict[str, Any]:
-        """Empty: the model is fully described by its constructor arguments (see :meth:`physics`)."""
-        return {}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Accept the empty snapshot :meth:`state_dict` makes.
-
-        Raises:
-            ValueError: ``state`` is not empty.
-        """
-        if len(state):
-            raise ValueError(f"TruePendulumModel has no state to load, got keys {sorted(state)}")
+        return self._model_step(next_obs, reward)
