@@ -60,6 +60,14 @@ from rolloutlab.checkpoint import atomic_write_json
 RESULTS = Path(__file__).resolve().parent / "results"
 ENV_ID = "rolloutlab/DiscretePendulum-v0"
 FIXED_KS = (0, 1, 2, 4, 8, 16, 32)
+ADDITIVE = "angle_offset"  # the one model error given in absolute units (rad), not as a scale 1 + delta
+
+
+def wrong_model(nominal: Any, parameter: str, delta: float) -> Any:
+    """The nominal :class:`~mbrl.models.true_dynamics.TruePendulumModel` with error ``delta`` in ``parameter``."""
+    if parameter == ADDITIVE:
+        return nominal.perturbed({}, angle_offset=delta)
+    return nominal.perturbed({parameter: 1.0 + delta})
 
 
 @dataclass
@@ -71,7 +79,7 @@ class Settings:
     bins: str = "0:0,-0.35:-0.25,-0.6:-0.5,-0.8:-0.7"
     """comma-separated delta bins lo:hi; each run's model scales --parameter by 1 + delta, delta ~ U(lo, hi)"""
     parameter: str = "g"
-    """the model's wrong physics parameter: g, m, l, dt or max_speed"""
+    """the model's error: g, m, l, dt or max_speed (scaled by 1 + delta) or angle_offset (delta in rad)"""
     budget: int = 10_000
     """real env steps per run (50 episodes of 200 steps)"""
     phase_length: int = 1_000
@@ -120,11 +128,15 @@ class Args(Settings):
     """the summary"""
 
 
-def parse_bins(text: str) -> list[tuple[float, float]]:
+def parse_bins(text: str, additive: bool = False) -> list[tuple[float, float]]:
     """``"0:0,-0.2:-0.1"`` -> ``[(0.0, 0.0), (-0.2, -0.1)]``.
 
+    Args:
+        text: Comma-separated ``lo:hi`` bins.
+        additive: The deltas are added to a parameter (any real), not factors ``1 + delta`` (which must stay > 0).
+
     Raises:
-        ValueError: a bin is not ``lo:hi`` with ``lo <= hi`` and ``1 + lo > 0``.
+        ValueError: a bin is not ``lo:hi`` with ``lo <= hi`` (and ``1 + lo > 0`` unless ``additive``).
     """
     bins = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
@@ -132,8 +144,10 @@ def parse_bins(text: str) -> list[tuple[float, float]]:
         if not sep:
             raise ValueError(f"bin {part!r} is not lo:hi")
         lo, hi = float(lo_text), float(hi_text)
-        if not (lo <= hi and 1.0 + lo > 0.0):
-            raise ValueError(f"bin {part!r}: need lo <= hi and 1 + lo > 0")
+        if not lo <= hi:
+            raise ValueError(f"bin {part!r}: need lo <= hi")
+        if not additive and 1.0 + lo <= 0.0:
+            raise ValueError(f"bin {part!r}: a scale 1 + delta must stay > 0")
         bins.append((lo, hi))
     if not bins:
         raise ValueError("need at least one bin")
@@ -152,7 +166,7 @@ def arm_list(settings: Settings) -> list[str]:
 
 def run_deltas(settings: Settings, bin_index: int, first_run: int, runs: int) -> list[float]:
     """Delta of runs ``first_run ..`` in a bin: one draw per (seed, bin, run), the same for every arm."""
-    lo, hi = parse_bins(settings.bins)[bin_index]
+    lo, hi = parse_bins(settings.bins, settings.parameter == ADDITIVE)[bin_index]
     return [
         float(np.random.default_rng([settings.seed, 7_207, bin_index, first_run + i]).uniform(lo, hi))
         for i in range(runs)
@@ -216,7 +230,7 @@ def run_unit(settings: Settings, unit: Unit) -> Record:
     arms = arm_list(settings)
     deltas = run_deltas(settings, bin_index, first_run, runs)
     nominal = TruePendulumModel.from_env(gym.make(ENV_ID))
-    models = [nominal.perturbed({settings.parameter: 1.0 + d}) for _ in arms for d in deltas]
+    models = [wrong_model(nominal, settings.parameter, d) for _ in arms for d in deltas]
     seeds = [settings.seed * 10_000 + first_run + i for _ in arms for i in range(runs)]
     learner = BatchedDynaDQN(
         [functools.partial(gym.make, ENV_ID)] * len(seeds),
@@ -259,7 +273,7 @@ def units(settings: Settings, seeds: int, out_dir: Path) -> list[Unit]:
     """Every (bin, seed slice) unit, slices outermost (a gate cut short still covers every bin)."""
     if seeds % settings.seeds_per_unit:
         raise ValueError(f"--seeds {seeds} must be a multiple of --seeds-per-unit {settings.seeds_per_unit}")
-    n_bins = len(parse_bins(settings.bins))
+    n_bins = len(parse_bins(settings.bins, settings.parameter == ADDITIVE))
     return [
         Unit(str(b), first, out_dir / f"bin{b}_runs{first:03d}.json", group="bin")
         for first in range(0, seeds, settings.seeds_per_unit)
@@ -277,7 +291,7 @@ def summarize(settings: Settings, records: Sequence[Record], reps: int) -> dict[
     from rolloutlab.statistics import interval_estimates, iqm, paired_difference
 
     arms = arm_list(settings)
-    bins = parse_bins(settings.bins)
+    bins = parse_bins(settings.bins, settings.parameter == ADDITIVE)
     fixed = [arm for arm in arms if arm.startswith("fixed:")]
     by_bin = [sorted((r for r in records if r["bin"] == b), key=lambda r: r["first_run"]) for b in range(len(bins))]
     scores = [{arm: np.array([x for r in rs for x in r["arms"][arm]["scores"]]) for arm in arms} for rs in by_bin]

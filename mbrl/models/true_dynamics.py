@@ -418,6 +418,12 @@ class TruePendulumModel(ExactSimulatorModel):
     from the state before the step. The angle is recovered from the observation's (cos, sin) pair. The reward does not
     depend on the physics parameters, so a model with wrong physics (:meth:`perturbed`) errs in its next states only.
 
+    ``angle_offset`` models a miscalibrated angle sensor: the model believes the pendulum sits at ``theta +
+    angle_offset`` when the observation says ``theta``, so its gravity pulls toward, and its reward pays for, an
+    upright position that is off by the offset, in its next states and in its rewards. At ``angle_offset = 0`` it is
+    the env's own step. Unlike a wrong gravity or mass, the offset leaves the real task unchanged, so a learner that
+    never queries the model scores the same whatever the offset.
+
     Units: g in m/s^2, m in kg, l in m, dt in s, angles in rad, angular velocities in rad/s, torques in N m.
 
     Args:
@@ -429,6 +435,7 @@ class TruePendulumModel(ExactSimulatorModel):
             ``[-max_torque, max_torque]`` (as the env's).
         max_speed: Angular-velocity clip.
         num_actions: Number of torque levels.
+        angle_offset: The model's angle-sensor error in rad (0: none).
 
     Attributes:
         obs_dim: 3, ``[cos theta, sin theta, dtheta]``.
@@ -450,7 +457,10 @@ class TruePendulumModel(ExactSimulatorModel):
         max_torque: float = 2.0,
         max_speed: float = 8.0,
         num_actions: int = 5,
+        angle_offset: float = 0.0,
     ) -> None:
+        if not math.isfinite(angle_offset):
+            raise ValueError(f"angle_offset must be finite, got {angle_offset}")
         for name, value in (
             ("g", g),
             ("m", m),
@@ -467,6 +477,7 @@ class TruePendulumModel(ExactSimulatorModel):
         self.max_torque, self.max_speed = float(max_torque), float(max_speed)
         self.torques = np.linspace(-self.max_torque, self.max_torque, int(num_actions))
         self.action_dim = int(num_actions)
+        self.angle_offset = float(angle_offset)
         self.fitted = True
 
     @classmethod
@@ -493,20 +504,26 @@ class TruePendulumModel(ExactSimulatorModel):
             "max_torque": self.max_torque,
             "max_speed": self.max_speed,
             "num_actions": float(self.action_dim),
+            "angle_offset": self.angle_offset,
         }
 
-    def perturbed(self, scales: Mapping[str, float]) -> TruePendulumModel:
+    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TruePendulumModel:
         """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"g": 1 + delta}``).
+
+        Args:
+            scales: Factor per physics parameter name.
+            angle_offset: The copy's angle-sensor error in rad (``None``: this model's).
 
         Raises:
             ValueError: A name that is not a physics parameter (``g``, ``m``, ``l``, ``dt``, ``max_speed``).
         """
-        params = {k: v for k, v in self.physics().items() if k not in ("num_actions", "max_torque")}
+        params = {k: v for k, v in self.physics().items() if k not in ("num_actions", "max_torque", "angle_offset")}
         unknown = sorted(set(scales) - set(params))
         if unknown:
             raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(params)}")
         params.update({k: params[k] * float(s) for k, s in scales.items()})
-        return TruePendulumModel(**params, max_torque=self.max_torque, num_actions=self.action_dim)
+        offset = self.angle_offset if angle_offset is None else float(angle_offset)
+        return TruePendulumModel(**params, max_torque=self.max_torque, num_actions=self.action_dim, angle_offset=offset)
 
     def predict(
         self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
@@ -529,10 +546,13 @@ class TruePendulumModel(ExactSimulatorModel):
         obs64, idx = self._checked_inputs(obs, actions)
         u = self.torques[idx]
         theta, dtheta = np.arctan2(obs64[:, 1], obs64[:, 0]), obs64[:, 2]
+        if self.angle_offset:
+            # The angle the model believes in, normalized to [-pi, pi) as gymnasium normalizes it for the reward.
+            theta = np.mod(theta + self.angle_offset + np.pi, 2 * np.pi) - np.pi
         # arctan2 already lies in [-pi, pi]: gymnasium's angle_normalize of it is the identity (up to the sign of pi).
         reward = -(theta**2 + 0.1 * dtheta**2 + 0.001 * u**2)
         new_dtheta = dtheta + (3 * self.g / (2 * self.l) * np.sin(theta) + 3.0 / (self.m * self.l**2) * u) * self.dt
         new_dtheta = np.clip(new_dtheta, -self.max_speed, self.max_speed)
-        new_theta = theta + new_dtheta * self.dt
+        new_theta = theta + new_dtheta * self.dt - self.angle_offset  # back in the observation's frame
         next_obs = np.stack([np.cos(new_theta), np.sin(new_theta), new_dtheta], axis=1)
         return self._model_step(next_obs, reward)

@@ -69,3 +69,28 @@ def test_mismatch_one_step_error_grows_with_delta() -> None:
     assert errors[0] == errors[1] == 0.0
     pairs = np.array(errors).reshape(-1, 2).mean(axis=1)
     assert np.all(np.diff(pairs) > 0)
+
+
+def test_angle_offset_is_the_env_seen_through_a_shifted_sensor() -> None:
+    """The offset model steps the physics from ``theta + b`` and reports the result shifted back by ``b``."""
+    rng = np.random.default_rng(2)
+    theta = rng.uniform(-np.pi, np.pi, 500)
+    dtheta = rng.uniform(-6, 6, 500)
+    actions = rng.integers(0, 5, 500)
+    offset = 0.4
+    seen = np.stack([np.cos(theta), np.sin(theta), dtheta], axis=1)
+    believed = np.stack([np.cos(theta + offset), np.sin(theta + offset), dtheta], axis=1)
+    wrong = TruePendulumModel().perturbed({}, angle_offset=offset).predict(seen, actions, rng)
+    truth_there = TruePendulumModel().predict(believed, actions, rng)
+    np.testing.assert_allclose(wrong.reward, truth_there.reward, atol=1e-9)
+    back = np.arctan2(truth_there.next_obs[:, 1], truth_there.next_obs[:, 0]) - offset
+    np.testing.assert_allclose(wrong.next_obs[:, 0], np.cos(back), atol=1e-9)
+    np.testing.assert_allclose(wrong.next_obs[:, 1], np.sin(back), atol=1e-9)
+    np.testing.assert_allclose(wrong.next_obs[:, 2], truth_there.next_obs[:, 2], atol=1e-9)
+    # Upright as observed is not upright to the model: it is paid less there than the true reward.
+    upright = np.array([[1.0, 0.0, 0.0]])
+    assert wrong.reward is not None
+    assert float(TruePendulumModel(angle_offset=offset).predict(upright, np.array([2]), rng).reward[0]) < -0.15
+    assert TruePendulumModel(angle_offset=0.0).physics()["angle_offset"] == 0.0
+    with pytest.raises(ValueError, match="angle_offset"):
+        TruePendulumModel(angle_offset=float("nan"))
