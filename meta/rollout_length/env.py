@@ -27,6 +27,9 @@ makes hundreds of inner runs affordable on a small CPU. All B meta-episodes have
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +37,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+import envs  # noqa: F401  (registers the rolloutlab/ env ids the config may name)
 from envs.perturbed import NOMINAL_PHYSICS, PhysicsSampler, env_factory
 from mbrl.phases import RolloutLengthDriver
 from meta.control import Feedback, RolloutLengthController
@@ -67,6 +71,15 @@ class MetaEnvConfig:
         inner: ``"dyna"`` (``mbrl``'s ``BatchedDynaDQN``) or ``"toy"`` (:mod:`meta.rollout_length.toy`).
         dyna: Overrides of the inner ``DynaConfig`` (plain data).
         toy: Overrides of :class:`~meta.rollout_length.toy.ToyFactory`'s parameters (``inner="toy"`` only).
+        model: ``"learned"`` (each run fits its own world model, the default) or ``"simulator"``: each run's model is
+            the env's exact simulator (:class:`~mbrl.models.true_dynamics.TruePendulumModel`, for
+            ``rolloutlab/DiscretePendulum-v0``) with an error drawn per run from ``model_error``, while the real env
+            stays nominal. The runs a meta-agent meets then differ in how wrong their model is, not in their task.
+        model_error: ``model="simulator"`` only: ``{parameter: [low, high]}``, drawn uniformly per run:
+            ``angle_offset`` in rad (an angle-sensor error, additive) or a physics parameter ``g``, ``m``, ``l``,
+            ``dt``, ``max_speed`` as a factor ``1 + delta``.
+        compute_matched: Every inner run makes the same gradient updates per env step whatever K (K = 0 makes them
+            on real data), so that K changes only where the training data comes from.
     """
 
     env_id: str = "MountainCar-v0"
@@ -84,10 +97,19 @@ class MetaEnvConfig:
     inner: Literal["dyna", "toy"] = "dyna"
     dyna: dict[str, Any] = field(default_factory=dict)
     toy: dict[str, float] = field(default_factory=dict)
+    model: Literal["learned", "simulator"] = "learned"
+    model_error: dict[str, list[float]] = field(default_factory=dict)
+    compute_matched: bool = False
 
     def __post_init__(self) -> None:
-        if self.env_id not in NOMINAL_PHYSICS:
+        if self.model not in ("learned", "simulator"):
+            raise ValueError(f"model must be 'learned' or 'simulator', got {self.model!r}")
+        if self.model == "simulator":
+            self._check_simulator()
+        elif self.env_id not in NOMINAL_PHYSICS:
             raise ValueError(f"env_id must be one of {sorted(NOMINAL_PHYSICS)}, got {self.env_id!r}")
+        elif self.model_error:
+            raise ValueError("model_error needs model='simulator' (a learned model's error is its own)")
         if self.phase_length < 1 or self.budget < self.phase_length:
             raise ValueError(f"need 1 <= phase_length <= budget, got {self.phase_length}, {self.budget}")
         if not 0 <= self.k_init <= self.k_cap:
@@ -95,6 +117,29 @@ class MetaEnvConfig:
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}")
         self.actions()  # refuses a bad action set or grid now, not at the first step
+
+    def _check_simulator(self) -> None:
+        if self.env_id != SIMULATOR_ENV:
+            raise ValueError(f"model='simulator' needs env_id {SIMULATOR_ENV!r}, got {self.env_id!r}")
+        if self.inner != "dyna":
+            raise ValueError("model='simulator' needs inner='dyna' (the toy learner has no model)")
+        if self.randomize_physics or self.physics:
+            raise ValueError(
+                "model='simulator' keeps the real env nominal: set randomize_physics: false and no physics "
+                "(the runs differ in their model's error, model_error)"
+            )
+        known = {ANGLE_OFFSET, "g", "m", "l", "dt", "max_speed"}
+        for name, bounds in self.model_error.items():
+            if name not in known:
+                raise ValueError(f"model_error: unknown parameter {name!r}; known: {', '.join(sorted(known))}")
+            if len(bounds) != 2 or not all(math.isfinite(float(b)) for b in bounds) or bounds[0] > bounds[1]:
+                raise ValueError(f"model_error[{name!r}] must be [low, high] with low <= high, got {bounds!r}")
+            if name != ANGLE_OFFSET and 1.0 + float(bounds[0]) <= 0.0:
+                raise ValueError(f"model_error[{name!r}]: the factor 1 + low must be > 0, got low = {bounds[0]}")
+
+    def draw_model_error(self, rng: np.random.Generator) -> dict[str, float]:
+        """One run's model error, ``{parameter: delta}`` (uniform per parameter, in sorted name order)."""
+        return {name: float(rng.uniform(*self.model_error[name])) for name in sorted(self.model_error)}
 
     def actions(self) -> MetaActions:
         """The action set."""
@@ -149,7 +194,23 @@ class MetaEnvConfig:
             k_cap=self.k_cap,
             budget=self.budget,
             overrides=self.dyna,
+            compute_matched=self.compute_matched,
         )
+
+
+#: The env whose exact simulator serves as a model with a chosen error (``MetaEnvConfig.model = "simulator"``).
+SIMULATOR_ENV = "rolloutlab/DiscretePendulum-v0"
+#: The one model error given in absolute units (rad), not as a factor ``1 + delta``.
+ANGLE_OFFSET = "angle_offset"
+
+
+def simulator_model(error: Mapping[str, float]) -> Any:
+    """The discrete Pendulum's exact simulator with ``error`` (``{parameter: delta}``, see ``model_error``)."""
+    from mbrl.models.true_dynamics import TruePendulumModel
+
+    nominal = TruePendulumModel.from_env(gym.make(SIMULATOR_ENV))
+    scales = {name: 1.0 + delta for name, delta in error.items() if name != ANGLE_OFFSET}
+    return nominal.perturbed(scales, angle_offset=error.get(ANGLE_OFFSET))
 
 
 def observation_space() -> spaces.Box:
@@ -205,7 +266,7 @@ class RolloutLengthProblem(MetaProblem):
     ) -> None:
         self.config = config
         self.inner_factory = inner_factory or config.inner_factory()
-        self.sampler = sampler if sampler is not None else PhysicsSampler(config.env_id)
+        self.sampler = sampler if sampler is not None or config.model == "simulator" else PhysicsSampler(config.env_id)
         self.scales = config.scales()
         self.actions: MetaActions = config.actions()
         self.horizon = config.horizon
@@ -214,17 +275,28 @@ class RolloutLengthProblem(MetaProblem):
         self.learner: InnerLearner | None = None
         self.driver: RolloutLengthDriver | None = None
         self.physics: list[dict[str, float]] = []
+        self.model_errors: list[dict[str, float]] = []
 
     def start(self, num_runs: int, rng: np.random.Generator) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
         cfg = self.config
-        if cfg.randomize_physics:
-            self.physics = [self.sampler.sample(rng) for _ in range(num_runs)]
+        if cfg.model == "simulator":
+            self.physics = [{} for _ in range(num_runs)]
+            self.model_errors = [cfg.draw_model_error(rng) for _ in range(num_runs)]
+            seed = int(rng.integers(0, 2**31 - 1))
+            env_fns = [functools.partial(gym.make, cfg.env_id) for _ in range(num_runs)]
+            models = [simulator_model(error) for error in self.model_errors]
+            self.learner = self.inner_factory(env_fns, seed, models=models)
         else:
-            base = dict(NOMINAL_PHYSICS[cfg.env_id])
-            base.update(cfg.physics or {})
-            self.physics = [dict(base) for _ in range(num_runs)]
-        seed = int(rng.integers(0, 2**31 - 1))
-        self.learner = self.inner_factory([env_factory(cfg.env_id, p) for p in self.physics], seed)
+            if cfg.randomize_physics:
+                assert self.sampler is not None
+                self.physics = [self.sampler.sample(rng) for _ in range(num_runs)]
+            else:
+                base = dict(NOMINAL_PHYSICS[cfg.env_id])
+                base.update(cfg.physics or {})
+                self.physics = [dict(base) for _ in range(num_runs)]
+            self.model_errors = [{} for _ in range(num_runs)]
+            seed = int(rng.integers(0, 2**31 - 1))
+            self.learner = self.inner_factory([env_factory(cfg.env_id, p) for p in self.physics], seed)
         self.driver = RolloutLengthDriver(
             [MetaActionController(cfg.k_init, self.actions) for _ in range(num_runs)],
             k_cap=cfg.k_cap,
@@ -233,7 +305,10 @@ class RolloutLengthProblem(MetaProblem):
         start_feedback = {"budget_fraction": 0.0}
         j0 = cfg.initial_return
         obs = np.stack([featurize(start_feedback, cfg.k_init, j0, j0, self.scales) for _ in range(num_runs)])
-        infos = [{"k": int(cfg.k_init), "physics": dict(p)} for p in self.physics]
+        infos = [
+            {"k": int(cfg.k_init), "physics": dict(p), "model_error": dict(e)}
+            for p, e in zip(self.physics, self.model_errors, strict=True)
+        ]
         return obs, infos, np.full(num_runs, j0)
 
     def run_phase(self, actions: np.ndarray, t: int) -> tuple[list[Feedback], np.ndarray]:
@@ -259,7 +334,7 @@ class RolloutLengthProblem(MetaProblem):
         return featurize(feedback, knob, j, j_prev, self.scales)
 
     def episode_info(self, run: int) -> dict[str, Any]:
-        return {"physics": dict(self.physics[run])}
+        return {"physics": dict(self.physics[run]), "model_error": dict(self.model_errors[run])}
 
     def close(self) -> None:
         self.learner = None

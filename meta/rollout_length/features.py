@@ -6,11 +6,14 @@ length (model rollout from the same start state under the same policy, minus the
 and documented here because they are cheap and say how far the model and the value function can be trusted: the
 return trend (J minus the previous phase's J), the world model's holdout loss, the ensemble disagreement along model
 episodes, the same disagreement over the first ``max(K, 1)`` steps only (the horizon the current K uses) and the
-value function's mean absolute TD error on real transitions (``td_error_mean`` of :mod:`mbrl.phases`).
+value function's mean absolute TD error on real transitions (``td_error_mean`` of :mod:`mbrl.phases`). The last is the
+model's one-step prediction RMSE on the run's latest real training transitions (``model_one_step_rmse``), the model
+error a controller can read without any real interaction beyond its budget.
 
 Scales: returns and return errors are divided by ``return_scale`` (by default the env's episode step limit, so that
 MountainCar's -200 and Acrobot's -500 both map to -1); length errors by ``length_scale`` (the step limit); the loss,
-the disagreements and the TD error are squashed with ``sign(x) log(1 + |x|)``. Every feature is clipped to
+the disagreements and the TD error are squashed with ``sign(x) log(1 + |x|)``, the one-step RMSE after scaling by 10
+(it is about 0.01-0.5 where it matters, observations being of order 1). Every feature is clipped to
 ``[-CLIP, CLIP]``.
 """
 
@@ -35,6 +38,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "disagreement",
     "disagreement_at_k",
     "td_error",
+    "model_one_step_rmse",
 )
 #: Every feature is clipped to this magnitude (the ``Box`` bound of the meta-env's observation space).
 CLIP = 10.0
@@ -77,7 +81,7 @@ def featurize(feedback: Mapping[str, Any], k: int, j: float, j_prev: float, scal
     Args:
         feedback: The inner learner's phase feedback (keys ``budget_fraction``, ``model_return_error``,
             ``model_length_error``, ``model_holdout_loss``, ``disagreement_mean``, ``disagreement_at_k``,
-            ``td_error_mean``; missing or non-finite -> 0).
+            ``td_error_mean``, ``model_one_step_rmse``; missing or non-finite -> 0).
         k: The rollout length in force for the coming phase's decision (before the action).
         j: The return J the meta-agent attributes to the last phase (already made finite by the caller).
         j_prev: J of the phase before (for the trend).
@@ -98,5 +102,6 @@ def featurize(feedback: Mapping[str, Any], k: int, j: float, j_prev: float, scal
         _squash(_finite(feedback.get("disagreement_mean"))),
         _squash(_finite(feedback.get("disagreement_at_k"))),
         _squash(_finite(feedback.get("td_error_mean"))),
+        _squash(10.0 * _finite(feedback.get("model_one_step_rmse"))),
     ]
     return np.clip(np.asarray(values, dtype=np.float32), -CLIP, CLIP)

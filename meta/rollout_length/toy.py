@@ -27,7 +27,9 @@ from rolloutlab.run_state import generator_state, set_generator_state
 class ToyFactory:
     """Picklable ``InnerFactory`` building :class:`ToyInnerLearner` (see module docstring for the parameters).
 
-    ``delay`` (seconds of sleep per phase) emulates a slow learner for kill-and-resume tests.
+    ``delay`` (seconds of sleep per phase) emulates a slow learner for kill-and-resume tests. The toy has no world
+    model, so ``models`` must be ``None`` (:class:`~meta.rollout_length.env.MetaEnvConfig` refuses a simulator model
+    with the toy inner learner).
     """
 
     phase_length: int
@@ -41,7 +43,15 @@ class ToyFactory:
     noise: float = 2.0
     delay: float = 0.0
 
-    def __call__(self, env_fns: Sequence[EnvFn], seed: int, run_seeds: Sequence[int] | None = None) -> ToyInnerLearner:
+    def __call__(
+        self,
+        env_fns: Sequence[EnvFn],
+        seed: int,
+        run_seeds: Sequence[int] | None = None,
+        models: Sequence[Any] | None = None,
+    ) -> ToyInnerLearner:
+        if models is not None:
+            raise ValueError("the toy inner learner has no world model; it takes no models")
         seeds = list(run_seeds) if run_seeds is not None else [seed * 10_000 + i for i in range(len(env_fns))]
         return ToyInnerLearner(seeds, self)
 
