@@ -139,7 +139,8 @@ class MetaEnvConfig:
 
     def draw_model_error(self, rng: np.random.Generator) -> dict[str, float]:
         """One run's model error, ``{parameter: delta}`` (uniform per parameter, in sorted name order)."""
-        return {name: float(rng.uniform(*self.model_error[name])) for name in sorted(self.model_error)}
+        bounds = {name: [float(b) for b in self.model_error[name]] for name in sorted(self.model_error)}
+        return {name: float(rng.uniform(low, high)) for name, (low, high) in bounds.items()}
 
     def actions(self) -> MetaActions:
         """The action set."""
