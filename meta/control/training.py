@@ -452,6 +452,8 @@ class _RoundCallback(BaseCallback):
             # What the run was drawn with: the rollout-length problem's physics, the RLVR problem's task domain.
             if "physics" in info:
                 record["physics"] = {k: float(v) for k, v in info["physics"].items()}
+            if info.get("model_error"):
+                record["model_error"] = {k: float(v) for k, v in info["model_error"].items()}
             if "domain" in info:
                 record["domain"] = dict(info["domain"])
             trainer.history.append(record)

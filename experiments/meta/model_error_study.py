@@ -1,0 +1,412 @@
+"""A learned rollout-length controller against every fixed and scheduled K, on runs whose model error differs.
+
+The regime is the one the headroom gate (:mod:`experiments.meta.headroom`, ``--parameter angle_offset``) measured:
+the real task is always ``rolloutlab/DiscretePendulum-v0`` with nominal physics, and each inner run's model is the
+exact simulator with an angle-sensor error ``delta`` (rad) of its own (:class:`mbrl.models.true_dynamics.
+TruePendulumModel`, ``angle_offset``). Dyna-DQN trains Q on imagined K-step rollouts mixed with real data; every arm
+makes the same gradient updates per env step (K = 0 makes them on real data); the final policy acts greedily on Q with
+no model. Controllers read feedback from training data only; evaluations only score. The inner settings are the gate's
+(:class:`experiments.meta.headroom.Settings` defaults): 10k env steps, a decision every 1k.
+
+Three stages, each resumable:
+
+* ``train``: meta-train the meta-agent (SB3 DQN, Bhatia, Thomas & Zilberstein 2022) on the rollout-length meta-MDP
+  (:class:`meta.rollout_length.env.MetaEnvConfig` with ``model="simulator"``) with ``delta ~ U(--train-error)``, for
+  ``--episodes`` meta-episodes; the run directory holds the checkpoint and ``meta_policy.pt`` (not in git); its
+  learning curve, wall time and the meta-value check (Q-values against Monte-Carlo meta-returns) go to
+  ``results/model_error/train_<action set>.json``.
+* ``test``: every arm on the same ``--seeds`` paired runs (run ``i`` has the same inner seed and the same held-out
+  ``delta``, drawn from ``U(--test-error)``, which reaches beyond the training range, in every arm); units of all arms
+  x ``--seeds-per-unit`` seeds, one batched learner each, written to ``results/model_error/test/``.
+* ``summary``: per arm mean, median and IQM with 95% stratified-bootstrap intervals (rliable), META's probability of
+  improvement over the best schedule (the fixed or scheduled arm with the highest mean) and over the others, and the
+  learned K schedules against delta (``results/model_error_schedules.png``) -> ``results/summary.json``.
+
+    OMP_NUM_THREADS=1 python experiments/meta/model_error_study.py train     # ~500 meta-episodes, 2 workers
+    OMP_NUM_THREADS=1 python experiments/meta/model_error_study.py test      # 100 paired runs per arm
+    OMP_NUM_THREADS=1 python experiments/meta/model_error_study.py summary   # -> experiments/meta/results/summary.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.meta.headroom import ENV_ID, FIXED_KS, Settings, learner_config, wrong_model
+from experiments.sweep import Record, Unit, run_sweep
+from rolloutlab.checkpoint import atomic_write_json
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
+SCHEDULES = tuple([f"fixed:{k}" for k in FIXED_KS] + ["dec:32", "inc:32", "incdec:32", "random:1,32"])
+
+
+@dataclass
+class Args:
+    """The study's settings; ``stage`` picks what runs."""
+
+    stage: tyro.conf.Positional[Literal["train", "test", "summary"]]
+    """train the meta-agent, test every arm, or summarize the test units"""
+    action_sets: str = "direct"
+    """meta-agents to train / test: comma-separated action sets (direct: K from the grid; step: UP/DOWN/NOOP)"""
+    train_error: str = "0:0.8"
+    """lo:hi of the angle offset (rad) the meta-agent trains on"""
+    test_error: str = "0:1.0"
+    """lo:hi of the held-out angle offsets of the test runs (beyond the training range on purpose)"""
+    episodes: int = 500
+    """meta-episodes (inner runs) of meta-training"""
+    runs_per_round: int = 20
+    """inner runs advanced together in meta-training (batched per worker)"""
+    workers: int = 2
+    """worker processes (meta-training: per round; test: units side by side)"""
+    meta_seed: int = 0
+    """seed of meta-training (the meta-agent and every round's offsets and inner seeds)"""
+    train_eval_episodes: int = 1
+    """greedy episodes per phase evaluation during meta-training (unused by the meta-agent; the final J uses
+    --final-eval-episodes)"""
+    final_eval_episodes: int = 10
+    """greedy episodes scoring a meta-episode's final policy (its last J)"""
+    reward_scale: float = 1000.0
+    """the meta-reward is (J' - J) / reward_scale (Pendulum returns span about -1600 .. -120)"""
+    j_initial: float = -1200.0
+    """J_0, the return attributed to the untrained learner (about a random policy's)"""
+    runs_dir: str = str(REPO / "runs" / "meta")
+    """where meta-training run directories go (meta_policy.pt is read from there by the test)"""
+    schedules: tuple[str, ...] = SCHEDULES
+    """the fixed and scheduled arms (controller specs, space-separated)"""
+    seeds: int = 100
+    """paired test runs per arm"""
+    seeds_per_unit: int = 5
+    """test runs per unit (all arms of a unit train in one batched learner)"""
+    test_seed: int = 1
+    """base seed of the test runs (run i: test_seed * 10_000 + i); differs from the gate's"""
+    bootstrap_reps: int = 2_000
+    out_dir: str = str(RESULTS / "model_error")
+    """where the training summaries and test units are saved"""
+    out: str = str(RESULTS / "summary.json")
+    inner: Settings = dataclasses.field(default_factory=Settings)
+    """the inner learner (the headroom gate's settings; its arms and bins are unused here)"""
+
+
+def parse_range(text: str) -> tuple[float, float]:
+    """``"0:0.8"`` -> ``(0.0, 0.8)``.
+
+    Raises:
+        ValueError: not ``lo:hi`` with ``lo <= hi``.
+    """
+    lo, sep, hi = text.partition(":")
+    if not sep or float(lo) > float(hi):
+        raise ValueError(f"range {text!r}: need lo:hi with lo <= hi")
+    return float(lo), float(hi)
+
+
+def action_sets(args: Args) -> list[str]:
+    """The meta-agents' action sets."""
+    sets = [s.strip() for s in args.action_sets.split(",") if s.strip()]
+    for s in sets:
+        if s not in ("direct", "step"):
+            raise ValueError(f"--action-sets: {s!r} is not direct or step")
+    if not sets:
+        raise ValueError("--action-sets is empty")
+    return sets
+
+
+def meta_env_config(args: Args, action_set: str) -> Any:
+    """The meta-MDP: the gate's inner learner on the discrete Pendulum, each run's model off by its own angle."""
+    from meta.rollout_length.env import MetaEnvConfig
+    from rolloutlab.config import to_dict
+
+    settings = args.inner
+    inner = to_dict(learner_config(settings))
+    inner["eval_episodes"] = args.train_eval_episodes
+    return MetaEnvConfig(
+        env_id=ENV_ID,
+        model="simulator",
+        model_error={"angle_offset": list(parse_range(args.train_error))},
+        randomize_physics=False,
+        budget=settings.budget,
+        phase_length=settings.phase_length,
+        k_cap=max(FIXED_KS),
+        k_init=1,  # the step action set starts with the model on; one DOWN turns it off
+        action_set=action_set,  # type: ignore[arg-type]
+        k_grid=list(FIXED_KS),
+        reward_scale=args.reward_scale,
+        j_initial=args.j_initial,
+        final_eval_episodes=args.final_eval_episodes,
+        compute_matched=True,
+        dyna=inner,
+    )
+
+
+def run_dir(args: Args, action_set: str) -> Path:
+    return Path(args.runs_dir) / f"model_error_{action_set}"
+
+
+def train(args: Args) -> None:
+    """Meta-train (or resume) one meta-agent per action set; write its learning curve and value check."""
+    from meta.control.training import CHECKPOINT_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
+    from meta.rollout_length.diagnostics import value_check
+
+    for action_set in action_sets(args):
+        directory = run_dir(args, action_set)
+        if (directory / CHECKPOINT_NAME).exists():
+            trainer = MetaTrainer.resume(directory)
+        else:
+            cfg = MetaTrainConfig(
+                env=meta_env_config(args, action_set),
+                agent=MetaAgentConfig(),
+                episodes=args.episodes,
+                runs_per_round=args.runs_per_round,
+                workers=args.workers,
+                seed=args.meta_seed,
+            )
+            trainer = MetaTrainer(cfg, directory)
+        summary = trainer.train()
+        checks = value_check(MetaTrainer.resume(directory).load_agent())
+        history = summary["history"]
+        out = {
+            "action_set": action_set,
+            "command": f"python experiments/meta/model_error_study.py train --action-sets {action_set}",
+            "episodes_done": summary["episodes_done"],
+            "wall_seconds": summary["wall_seconds"],
+            "sessions": summary["sessions"],
+            "value_check": checks,
+            "config": summary["config"],
+            "history": history,
+        }
+        atomic_write_json(Path(args.out_dir) / f"train_{action_set}.json", out)
+        print(f"{action_set}: {summary['episodes_done']} meta-episodes in {summary['wall_seconds'] / 60:.1f} min")
+
+
+def arm_specs(args: Args) -> dict[str, str]:
+    """Arm name -> controller spec: the schedules, then one META per action set (``learned:<run dir>``)."""
+    arms = {spec.strip(): spec.strip() for spec in args.schedules if spec.strip()}
+    for action_set in action_sets(args):
+        arms[f"meta_{action_set}"] = f"learned:{run_dir(args, action_set)}"
+    return arms
+
+
+def test_deltas(args: Args, first_run: int, runs: int) -> list[float]:
+    """The held-out angle offset of test runs ``first_run ..`` (the same in every arm)."""
+    lo, hi = parse_range(args.test_error)
+    return [float(np.random.default_rng([args.test_seed, 9_311, first_run + i]).uniform(lo, hi)) for i in range(runs)]
+
+
+def test_protocol(args: Args) -> dict[str, Any]:
+    """What must match for a saved test unit to be reused."""
+    return {
+        "inner": {k: v for k, v in dataclasses.asdict(args.inner).items() if k not in ("arms", "bins", "parameter")},
+        "arms": arm_specs(args),
+        "test_error": args.test_error,
+        "seeds_per_unit": args.seeds_per_unit,
+        "test_seed": args.test_seed,
+    }
+
+
+def run_test_unit(args: Args, unit: Unit) -> Record:
+    """Every arm on the unit's paired runs in one batched learner."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the env)
+    from mbrl.algorithms.dyna import BatchedDynaDQN
+    from mbrl.models.true_dynamics import TruePendulumModel
+    from mbrl.phases import RolloutLengthDriver
+    from meta.control import make_controller
+    from rolloutlab.threads import set_torch_threads
+
+    set_torch_threads()
+    wall, cpu = time.perf_counter(), time.process_time()
+    settings = args.inner
+    first, runs = unit.seed, args.seeds_per_unit
+    arms = arm_specs(args)
+    deltas = test_deltas(args, first, runs)
+    nominal = TruePendulumModel.from_env(gym.make(ENV_ID))
+    seeds = [args.test_seed * 10_000 + first + i for _ in arms for i in range(runs)]
+    controllers = []
+    for spec in arms.values():
+        for i in range(runs):
+            controller = make_controller(spec)
+            if hasattr(controller, "seed"):  # random: each run draws its own actions
+                controller.seed = args.test_seed * 10_000 + first + i
+            controllers.append(controller)
+    learner = BatchedDynaDQN(
+        [functools.partial(gym.make, ENV_ID)] * len(seeds),
+        learner_config(settings),
+        seed=args.test_seed,
+        run_seeds=seeds,
+        compute_matched=[True] * len(seeds),
+        models=[wrong_model(nominal, "angle_offset", d) for _ in arms for d in deltas],
+    )
+    driver = RolloutLengthDriver(controllers, k_cap=learner.cfg.k_cap)
+    evaluations: list[list[float]] = [[] for _ in seeds]
+    one_step: list[list[float]] = [[] for _ in seeds]
+    while not learner.done:
+        for i, fb in enumerate(driver.run_phase(learner)):
+            evaluations[i].append(float(learner.last_evaluation[i]))
+            one_step[i].append(float(fb["model_one_step_rmse"]))
+    out = {}
+    for a, name in enumerate(arms):
+        rows = range(a * runs, (a + 1) * runs)
+        out[name] = {
+            "scores": [float(np.mean(evaluations[i][-settings.score_evals :])) for i in rows],
+            "evaluations": [evaluations[i] for i in rows],
+            "one_step_rmse": [one_step[i] for i in rows],
+            "schedules": [driver.schedules[i] for i in rows],
+        }
+    return {
+        "protocol": test_protocol(args),
+        "first_run": first,
+        "runs": runs,
+        "deltas": deltas,
+        "arms": out,
+        "seconds": time.perf_counter() - wall,
+        "core_seconds": time.process_time() - cpu,
+    }
+
+
+def test_units(args: Args) -> list[Unit]:
+    if args.seeds % args.seeds_per_unit:
+        raise ValueError(f"--seeds {args.seeds} must be a multiple of --seeds-per-unit {args.seeds_per_unit}")
+    out_dir = Path(args.out_dir) / "test"
+    return [
+        Unit("all", first, out_dir / f"runs{first:03d}.json", group="runs")
+        for first in range(0, args.seeds, args.seeds_per_unit)
+    ]
+
+
+def test(args: Args) -> dict[str, Record]:
+    """Run (or resume) the test units."""
+    for action_set in action_sets(args):
+        policy = run_dir(args, action_set) / "meta_policy.pt"
+        if not policy.exists():
+            raise SystemExit(f"no meta-policy at {policy}: run the train stage first")
+    wanted = test_protocol(args)
+    return run_sweep(
+        test_units(args),
+        functools.partial(run_test_unit, args),
+        reuse=lambda _unit, record: record.get("protocol") == wanted,
+        workers=args.workers,
+        describe=lambda unit, r: f"runs {r['first_run']}+{r['runs']}: {r['seconds']:.0f} s",
+    )
+
+
+def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
+    """Per-arm aggregates with intervals and META's probabilities of improvement (see the module docstring)."""
+    from rolloutlab.statistics import interval_estimates, iqm, probability_of_improvement
+
+    records = sorted(records, key=lambda r: r["first_run"])
+    arms = list(arm_specs(args))
+    scores = {arm: np.array([x for r in records for x in r["arms"][arm]["scores"]]) for arm in arms}
+    deltas = [d for r in records for d in r["deltas"]]
+    aggregates = {"mean": np.mean, "median": np.median, "iqm": iqm}
+    estimates = interval_estimates(scores, aggregates, seed=args.test_seed, reps=args.bootstrap_reps)
+    metas = [arm for arm in arms if arm.startswith("meta_")]
+    schedules = [arm for arm in arms if arm not in metas]
+    best_schedule = max(schedules, key=lambda arm: float(np.mean(scores[arm])))
+    comparisons: dict[str, Any] = {}
+    for meta in metas:
+        comparisons[meta] = {}
+        for other in schedules:
+            p = probability_of_improvement(scores[meta], scores[other], seed=args.test_seed, reps=args.bootstrap_reps)
+            comparisons[meta][other] = {"p": p.value, "ci95": [p.low, p.high]}
+    lo, hi = parse_range(args.train_error)
+    outside = np.array([not lo <= d <= hi for d in deltas])
+    return {
+        "runs_per_arm": len(deltas),
+        "deltas": deltas,
+        "held_out_beyond_training_range": int(outside.sum()),
+        "best_schedule": best_schedule,
+        "arms": {
+            arm: {
+                **{name: e.value for name, e in estimates[arm].items()},
+                **{f"{name}_ci95": [e.low, e.high] for name, e in estimates[arm].items()},
+                "scores": scores[arm].tolist(),
+                "schedules": [s for r in records for s in r["arms"][arm]["schedules"]] if arm in metas else None,
+            }
+            for arm in arms
+        },
+        "probability_of_improvement": comparisons,
+        "target_met": {
+            meta: bool(
+                comparisons[meta][best_schedule]["ci95"][0] > 0.5
+                and all(estimates[meta]["iqm"].value > estimates[s]["iqm"].value for s in schedules)
+            )
+            for meta in metas
+        },
+        "cost": {
+            "core_seconds_per_run": float(
+                np.mean([r["core_seconds"] / (r["runs"] * len(arms)) for r in records]) if records else np.nan
+            ),
+            "core_seconds": float(sum(r["core_seconds"] for r in records)),
+        },
+        "protocol": test_protocol(args),
+        "command": "python experiments/meta/model_error_study.py summary",
+    }
+
+
+def plot_schedules(summary: dict[str, Any], path: Path) -> None:
+    """META's K per phase against each run's delta (one panel per meta-agent)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metas = [arm for arm in summary["arms"] if arm.startswith("meta_")]
+    fig, axes = plt.subplots(1, max(1, len(metas)), figsize=(6 * max(1, len(metas)), 4), squeeze=False)
+    deltas = np.array(summary["deltas"])
+    for ax, meta in zip(axes[0], metas, strict=False):
+        schedules = np.array(summary["arms"][meta]["schedules"], dtype=float)
+        phases = np.tile(np.arange(schedules.shape[1]), len(deltas))
+        jitter = np.random.default_rng(0).uniform(-0.2, 0.2, schedules.size)  # keeps equal points apart
+        image = ax.scatter(
+            np.repeat(deltas, schedules.shape[1]),
+            phases + jitter,
+            c=np.log2(schedules.reshape(-1) + 1),
+            cmap="viridis",
+            s=12,
+        )
+        ax.set_xlabel("model angle offset delta (rad)")
+        ax.set_ylabel("phase (1k env steps)")
+        ax.set_title(f"{meta}: chosen K (colour: log2(K + 1))")
+        fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(args: Args) -> None:
+    if args.stage == "train":
+        train(args)
+        return
+    records = test(args) if args.stage == "test" else None
+    if args.stage == "summary":
+        wanted = test_protocol(args)
+        import json
+
+        records = {}
+        for unit in test_units(args):
+            if unit.path.exists():
+                record = json.loads(unit.path.read_text())
+                if record.get("protocol") == wanted:
+                    records[unit.path.name] = record
+    assert records is not None
+    summary = summarize(args, list(records.values()))
+    atomic_write_json(args.out, summary)
+    plot_schedules(summary, Path(args.out).with_name("model_error_schedules.png"))
+    for arm, entry in summary["arms"].items():
+        print(f"{arm:<14} mean {entry['mean']:8.1f}  median {entry['median']:8.1f}  IQM {entry['iqm']:8.1f}")
+    print(f"best schedule {summary['best_schedule']}; target met {summary['target_met']}")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

@@ -1,0 +1,82 @@
+"""The model-error study end to end at a tiny size: meta-training, paired test units, summary, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.meta import model_error_study as study
+from experiments.meta.headroom import Settings
+
+TINY_INNER = Settings(
+    budget=300,
+    phase_length=100,
+    learning_starts=50,
+    batch_size=16,
+    net_arch="16",
+    eval_episodes=1,
+    score_evals=2,
+    rollout_freq=100,
+    num_model_rollouts=16,
+)
+
+
+def _args(tmp_path: Path, stage: str) -> study.Args:
+    return study.Args(
+        stage=stage,  # type: ignore[arg-type]
+        episodes=2,
+        runs_per_round=2,
+        workers=1,
+        schedules=("fixed:0", "fixed:32", "dec:32", "random:1,32"),
+        seeds=2,
+        seeds_per_unit=2,
+        bootstrap_reps=50,
+        final_eval_episodes=1,
+        runs_dir=str(tmp_path / "runs"),
+        out_dir=str(tmp_path / "units"),
+        out=str(tmp_path / "summary.json"),
+        inner=TINY_INNER,
+    )
+
+
+def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="run the train stage first"):
+        study.main(_args(tmp_path, "test"))
+    study.main(_args(tmp_path, "train"))
+    trained = json.loads((tmp_path / "units" / "train_direct.json").read_text())
+    assert trained["episodes_done"] == 2
+    assert {"correlation", "sign_agreement", "size_ratio"} <= set(trained["value_check"])
+    assert all(0.0 <= h["model_error"]["angle_offset"] <= 0.8 for h in trained["history"])
+    study.main(_args(tmp_path, "test"))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["arms"]) == {"fixed:0", "fixed:32", "dec:32", "random:1,32", "meta_direct"}
+    assert summary["runs_per_arm"] == 2
+    for entry in summary["arms"].values():
+        assert entry["iqm_ci95"][0] <= entry["iqm"] <= entry["iqm_ci95"][1]
+    assert set(summary["probability_of_improvement"]["meta_direct"]) == {"fixed:0", "fixed:32", "dec:32", "random:1,32"}
+    assert len(summary["arms"]["meta_direct"]["schedules"][0]) == 3  # one K per phase
+    assert (tmp_path / "model_error_schedules.png").exists()
+    # The same run seeds and offsets in every arm; the fixed arms hold their K.
+    unit = json.loads((tmp_path / "units" / "test" / "runs000.json").read_text())
+    assert unit["arms"]["fixed:32"]["schedules"] == [[32, 32, 32]] * 2
+    assert unit["arms"]["fixed:0"]["schedules"] == [[0, 0, 0]] * 2
+    # Resume: a second summary reads the saved units without running anything.
+    first_mtime = (tmp_path / "units" / "test" / "runs000.json").stat().st_mtime
+    study.main(_args(tmp_path, "summary"))
+    assert (tmp_path / "units" / "test" / "runs000.json").stat().st_mtime == first_mtime
+
+
+def test_held_out_offsets_are_paired_and_in_range() -> None:
+    args = study.Args(stage="summary", test_error="0:1.0")  # type: ignore[arg-type]
+    deltas = study.test_deltas(args, 0, 50)
+    assert deltas[:5] == study.test_deltas(args, 0, 5)
+    assert deltas[10:20] == study.test_deltas(args, 10, 10)
+    assert all(0.0 <= d <= 1.0 for d in deltas) and max(deltas) > 0.8
+
+
+@pytest.mark.parametrize("text", ["1:0", "0.5", "a:b"])
+def test_bad_ranges_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        study.parse_range(text)
