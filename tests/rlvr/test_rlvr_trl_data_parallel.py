@@ -43,11 +43,8 @@ def test_rank_shares_tile_the_rows_in_order_and_differ_by_at_most_one() -> None:
 def test_two_processes_decide_and_train_as_one_process_on_the_same_global_batch(tmp_path: Path) -> None:
     import trl_data_parallel as worker
 
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     command = [
         sys.executable,
         "-m",
@@ -59,37 +56,39 @@ def test_two_processes_decide_and_train_as_one_process_on_the_same_global_batch(
         str(WORKER),
         str(tmp_path),
     ]
-    # The two ranks start while this process runs the single-process reference.
+    # The two ranks run while this process runs the single-process references.
     launched = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        one = worker.run(tmp_path / "single", processes=1)
+        single = {spec: worker.run(tmp_path / "single" / spec, 1, spec) for spec in worker.ALLOCATORS}
         output, _ = launched.communicate(timeout=240)
     finally:
         launched.kill()
     assert launched.returncode == 0, output[-4000:]
-    ranks: list[dict[str, Any]] = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
-
-    assert one["processes"] == 1 and [r["processes"] for r in ranks] == [2, 2]
-    # The run exercised what makes data parallelism hard: a stage whose rows do not divide over the ranks, a training
-    # batch split unevenly, response reuse.
-    steps = ranks[0]["steps"]
-    assert any(s["stage_padding"] > 0 for s in steps)
-    assert any(s["rank_rows"][1] % 2 for s in ranks[1]["steps"]), "every training batch divided evenly over the ranks"
-    assert sum(s["reused"] for s in steps) > 0
-    # Every rank ran the same global allocation as one process: same counts, groups, reuse, statistics, pool, ledger.
-    for key in ("ledger", "stats", "buffer"):
-        assert ranks[0][key] == ranks[1][key] == one[key], key
-    for ours, theirs in zip(steps, one["steps"], strict=True):
-        for key in ("allocation", "group_sizes", "reused"):
-            assert ours[key] == theirs[key], key
-    assert [ranks[1]["steps"][i]["allocation"] for i in range(len(steps))] == [s["allocation"] for s in steps]
-    # Rank 0 trains the first rows, rank 1 the rest.
-    assert all(r1["rank_rows"][0] == r0["rank_rows"][1] for r0, r1 in zip(steps, ranks[1]["steps"], strict=True))
-    # Same parameters: identical on both ranks (DDP), equal to one process's to float tolerance, and moved.
     initial = worker.initial_parameters()
-    moved = False
-    for name, value in one["params"].items():
-        assert torch.equal(ranks[0]["params"][name], ranks[1]["params"][name]), name
-        torch.testing.assert_close(ranks[0]["params"][name], value, atol=1e-5, rtol=1e-4, msg=name)
-        moved |= not torch.allclose(value, initial[name], atol=1e-4)
-    assert moved, "training did not move the parameters: the comparison is empty"
+
+    for spec, one in single.items():
+        ranks: list[dict[str, Any]] = [torch.load(tmp_path / f"{spec}.rank{r}.pt", weights_only=True) for r in (0, 1)]
+        assert one["processes"] == 1 and [r["processes"] for r in ranks] == [2, 2]
+        steps = ranks[0]["steps"]
+        # The runs exercised what makes data parallelism hard: stages whose rows do not divide over the ranks, training
+        # batches split unevenly, AR3PO's reuse pool, DAPO's dropped groups and refill generator.
+        if spec.startswith("ar3po"):
+            assert any(s["stage_padding"] > 0 for s in steps)
+            assert any(s["rank_rows"][1] % 2 for s in ranks[1]["steps"]), "every batch divided evenly over the ranks"
+            assert sum(s["reused"] for s in steps) > 0
+        else:
+            assert one["ledger"]["dropped_responses"] > 0 and sum(s["refill_rounds"] for s in steps) > 0
+        # Every rank ran the global allocation of one process: same decisions, statistics, reuse pool and ledger.
+        for key in ("ledger", "stats", "buffer"):
+            assert ranks[0][key] == ranks[1][key] == one[key], f"{spec}: {key}"
+        for ours, other, theirs in zip(steps, ranks[1]["steps"], one["steps"], strict=True):
+            for key in ("allocation", "group_sizes", "reused", "groups_kept", "refill_rounds"):
+                assert ours[key] == other[key] == theirs[key], f"{spec}: {key}"
+            assert ours["rank_rows"][1] == other["rank_rows"][0]  # rank 0 trains the first rows, rank 1 the rest
+        # Same parameters: identical on both ranks (DDP), equal to one process's to float tolerance, and moved.
+        moved = False
+        for name, value in one["params"].items():
+            assert torch.equal(ranks[0]["params"][name], ranks[1]["params"][name]), name
+            torch.testing.assert_close(ranks[0]["params"][name], value, atol=1e-5, rtol=1e-4, msg=f"{spec}: {name}")
+            moved |= not torch.allclose(value, initial[name], atol=1e-4)
+        assert moved, f"{spec}: training did not move the parameters, the comparison is empty"
