@@ -22,8 +22,7 @@ so :class:`~meta.rlvr.trl.AllocatingGRPOTrainer` keeps the whole step on every r
    which need equal shapes; the masked row adds nothing to the loss). DDP averages the gradients, and TRL's
    token-normalised losses (``dapo``, the default, and ``cispo``) divide by the global token count, so the update
    equals one process's on the same global batch. The per-sequence losses (``grpo``, ``bnpo``, ``dr_grpo``) average
-   each rank's rows and then the ranks, as in TRL; a filled-up share then weighs its rows by ``rows / width``
-   instead of 1, so they match one process only when the kept rows divide evenly.
+   within each rank first, as in TRL, and match one process only when the kept rows divide evenly over the ranks.
 
 With one process every function here is the identity on the adapter's single-process path.
 """
