@@ -170,8 +170,11 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     Attributes:
         ledger: Cumulative :class:`~meta.rlvr.allocators.staging.CostLedger`.
         last_allocation: Responses generated per prompt of the most recent step's first batch (all stages).
-        last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch.
+        last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch, and
+            ``"rank_rows"``, the ``(start, stop)`` rows of it this process trained.
         last_step: The most recent step's ledger increase and group counts.
+
+    With several processes every one of these covers the global batch and is the same on every process.
     """
 
     def __init__(

@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 
 import torch
 
-from meta.rlvr.trl_distributed import rank_share
+from meta.rlvr.trl_distributed import generate_and_score, rank_share
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "tests" / "trl_data_parallel.py"
@@ -38,6 +38,14 @@ def test_rank_shares_tile_the_rows_in_order_and_differ_by_at_most_one() -> None:
     assert [rank_share(1, r, 2) for r in range(2)] == [(0, 1), (1, 1)]
     with pytest.raises(ValueError, match="rank=2, world=2"):
         rank_share(4, 2, 2)
+
+
+def test_a_stage_without_requests_is_refused_before_any_collective() -> None:
+    # Every rank must run the same stages; an empty global request would leave nothing to keep them in step.
+    with pytest.raises(ValueError, match="at least one request"):
+        generate_and_score(None, [], [])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2 prompts, 1 rows"):
+        generate_and_score(None, ["a", "b"], [{}])  # type: ignore[arg-type]
 
 
 def test_two_processes_decide_and_train_as_one_process_on_the_same_global_batch(tmp_path: Path) -> None:
