@@ -24,16 +24,18 @@ so :class:`~meta.rlvr.trl.AllocatingGRPOTrainer` keeps the whole step on every r
    equals one process's on the same global batch. The per-sequence losses (``grpo``, ``bnpo``, ``dr_grpo``) average
    within each rank first, as in TRL, and match one process only when the kept rows divide evenly over the ranks.
 
-With one process every function here is the identity on the adapter's single-process path.
+With one process they reduce to the single-process path: no gathers, no padding, every row trained on the one rank.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelerate.utils import gather_object
-from trl import GRPOTrainer
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
 
 
 def rank_share(n: int, rank: int, world: int) -> tuple[int, int]:
