@@ -23,9 +23,13 @@ and tokens, prompt tokens read, rows and tokens trained, reuse and drops; it is 
 
 :func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
 latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
-works from ``callbacks=[...]``. Refused with the reason: vLLM, several processes, tools/environments, custom
-``rollout_func``, ``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch
-that is not whole groups.
+works from ``callbacks=[...]``. Refused with the reason: vLLM, tools/environments, custom ``rollout_func``,
+``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch that is not whole
+groups.
+
+Several processes (``torchrun`` / ``accelerate launch``, data parallel) run one global allocation: every rank holds the
+whole step, generates a balanced share of each stage's rows and trains on a balanced share of the kept rows
+(:mod:`meta.rlvr.trl_distributed`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from meta.rlvr.allocators.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.token.temperature import EntropyTemperature
+from meta.rlvr.trl_distributed import generate_and_score, global_rows, rank_rows
 from rolloutlab.run_state import generator_state, set_generator_state
 
 #: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
@@ -165,8 +170,11 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     Attributes:
         ledger: Cumulative :class:`~meta.rlvr.allocators.staging.CostLedger`.
         last_allocation: Responses generated per prompt of the most recent step's first batch (all stages).
-        last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch.
+        last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch, and
+            ``"rank_rows"``, the ``(start, stop)`` rows of it this process trained.
         last_step: The most recent step's ledger increase and group counts.
+
+    With several processes every one of these covers the global batch and is the same on every process.
     """
 
     def __init__(
@@ -204,6 +212,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._refill_rng = np.random.default_rng(self.args.seed)
         self._prompts_drawn = 0
         self._epochs_ended = 0
+        self._stage_padding = 0
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, TemperatureCallback):
                 callback.trainer = self
@@ -215,11 +224,6 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             reasons.append(
                 "vLLM generation (server mode generates num_generations per G-th prompt, which mispairs variable "
                 "per-prompt counts, and neither mode is tested with the adapter): set use_vllm=False"
-            )
-        if self.accelerator.num_processes > 1:
-            reasons.append(
-                f"{self.accelerator.num_processes} processes: the staged protocol needs every group's rewards in one "
-                "process; run single-process"
             )
         if self.tools or self.environment_factories is not None:
             reasons.append("tools / environments: the adapter generates single-turn completions only")
@@ -242,9 +246,11 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if self.model is None or not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        heads = self._group_heads(inputs)
+        # Every rank holds the whole step (meta.rlvr.trl_distributed): the same heads, stages and decisions.
+        heads = self._group_heads(global_rows(self, inputs))
         before = self.ledger.as_dict()
         marks = {k: len(self._metrics["train"][k]) for k in _GENERATION_METRICS}
+        self._stage_padding = 0
         groups = self._rollout(heads)
         self.last_allocation = [sum(not r for r in g.reused) for g in groups]
         every = list(groups)
@@ -293,6 +299,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             metrics[f"ledger/step_{name}"].append(float(value))
         metrics["rlvr/groups_kept"].append(float(self.last_step["groups_kept"]))
         metrics["rlvr/refill_rounds"].append(float(rounds))
+        if self.accelerator.num_processes > 1:
+            metrics["rlvr/stage_padding_rows"].append(float(self._stage_padding))
         return output
 
     def _group_heads(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -342,20 +350,13 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if not request:
             return
         prompts = [groups[i].row["prompt"] for i in request]
-        # num_generations is what TRL's generation backends read to decide how many samples a prompt gets; the
-        # adapter's rows are already one per response.
-        group_size = self.num_generations
-        self.num_generations = 1
-        try:
-            prompt_ids, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
-        finally:
-            self.num_generations = group_size
-        rows = [dict(groups[i].row) for i in request]
-        rewards = self._calculate_rewards(rows, prompts, completions, completion_ids).detach().cpu().tolist()
+        out = generate_and_score(self, prompts, [dict(groups[i].row) for i in request])
+        self._stage_padding += out.padding
         for j, i in enumerate(request):
-            self._append(groups[i], list(prompt_ids[j]), list(completion_ids[j]), completions[j], rewards[j], False)
+            ids = out.completion_ids[j]
+            self._append(groups[i], out.prompt_ids[j], ids, out.completions[j], out.rewards[j], False)
             self.ledger.responses += 1
-            self.ledger.completion_tokens += len(completion_ids[j])
+            self.ledger.completion_tokens += len(ids)
         for i, c in enumerate(counts):
             if c > 0 and groups[i].prompt_ids is not None:
                 self.ledger.prompt_tokens += len(groups[i].prompt_ids)  # type: ignore[arg-type]
@@ -453,17 +454,26 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         return rewards, torch.nan_to_num(torch.cat(advantages), nan=0.0)
 
     def _build_batch(self, groups: list[_Group], learn: bool) -> dict[str, Any]:
+        """This rank's share of the training batch (all kept rows on one process; ``meta.rlvr.trl_distributed``)."""
         device = self.accelerator.device
-        rows = [(g, j) for g in groups for j in range(len(g.completion_ids))]
-        rewards, advantages = self._advantages(groups, learn)
+        every_row = [(g, j) for g in groups for j in range(len(g.completion_ids))]
+        rewards, every_advantage = self._advantages(groups, learn)
+        self.ledger.rows_trained += len(every_row)
+        self.ledger.tokens_trained += sum(len(g.completion_ids[j]) for g, j in every_row)
+        start, stop, width = rank_rows(len(every_row), self.accelerator)
+        # Every rank trains on `width` rows (TRL's loss metrics gather per-row tensors, which need equal shapes); a
+        # short share is filled with copies of a row under an empty completion mask, which add nothing to the loss.
+        real = [True] * (stop - start) + [False] * (width - (stop - start))
+        rows = every_row[start:stop] + [every_row[min(start, len(every_row) - 1)]] * (width - (stop - start))
+        advantages = torch.cat([every_advantage[start:stop], torch.zeros(width - (stop - start))])
         ids_list = [g.completion_ids[j] for g, j in rows]
-        self.ledger.rows_trained += len(rows)
-        self.ledger.tokens_trained += sum(len(c) for c in ids_list)
         pad_id = self._tokenizer.pad_token_id
         prompt_ids = [torch.tensor(g.prompt_ids) for g, _ in rows]
         prompt_mask = [torch.ones_like(t, dtype=torch.long) for t in prompt_ids]
         completion_ids = [torch.tensor(c) for c in ids_list]
-        completion_mask = [torch.ones_like(t, dtype=torch.long) for t in completion_ids]
+        completion_mask = [
+            torch.full_like(t, int(r), dtype=torch.long) for t, r in zip(completion_ids, real, strict=True)
+        ]
         multiple: Any = self.pad_to_multiple_of
         p_ids = pad(prompt_ids, padding_value=pad_id, padding_side="left", pad_to_multiple_of=multiple).to(device)
         p_mask = pad(prompt_mask, padding_value=0, padding_side="left", pad_to_multiple_of=multiple).to(device)
@@ -493,11 +503,12 @@ class AllocatingGRPOTrainer(GRPOTrainer):
                     self.ref_model, input_ids, attention, keep, batch_size=batch_size
                 )
         advantages = advantages.to(device)
-        self._log_rewards(groups, rows, rewards, advantages)
+        self._log_rewards(groups, every_row, rewards, every_advantage)
         self.last_batch = {
             "group_sizes": [len(g.completion_ids) for g in groups],
-            "reused": [g.reused[j] for g, j in rows],
-            "advantages": advantages.detach().cpu(),
+            "reused": [g.reused[j] for g, j in every_row],
+            "advantages": every_advantage.detach().cpu(),
+            "rank_rows": (start, stop),
         }
         output: dict[str, Any] = {
             "prompt_ids": p_ids,

@@ -1,0 +1,136 @@
+"""Data-parallel stages for the TRL adapter: one global allocation, the same stages on every rank, rows balanced.
+
+Under ``torchrun`` or ``accelerate launch`` TRL's ``GRPOTrainer`` runs one copy per process. Each rank's data loader
+hands it its share of the global batch: TRL's ``RepeatSampler`` draws the same prompt order on every rank (same seed)
+and accelerate's batch-sampler sharding gives rank ``r`` the ``r``-th contiguous slice. The staged protocol needs the
+whole step in view (the allocator ranks prompts, DAPO refills until the *batch* is full, GRPO normalises per group),
+so :class:`~meta.rlvr.trl.AllocatingGRPOTrainer` keeps the whole step on every rank and shares only the work:
+
+1. **global batch**: :func:`global_rows` gathers every rank's rows in rank order, which is the sampler's order: the
+   batch one process with ``P`` times the per-device batch would see;
+2. **stages**: :func:`generate_and_score` splits each stage's global request (one row per response) into balanced
+   contiguous slices (:func:`rank_share`), pads the short slices by one copied row so every rank calls TRL's
+   ``_generate`` and ``_calculate_rewards`` with the same number of rows (their tensor gathers need equal shapes),
+   and gathers the results back to every rank in global order, pad rows dropped. Because every rank sees the same
+   rewards, the allocator asks for the same number of stages everywhere; a rank with no rows of its own still
+   generates its pad row and so joins every collective. The pad row costs no wall-clock time: the rank with the
+   longest slice sets the stage's duration;
+3. **state**: statistics, allocator decisions, the reuse pool, the DAPO refill generator and the ledger are then
+   computed from identical data on every rank and stay identical without further communication;
+4. **training**: the kept rows are split again in balanced slices (:func:`rank_rows`); each rank trains on its own,
+   a short one filled up with a copied row under an empty completion mask (TRL's loss metrics gather per-row tensors,
+   which need equal shapes; the masked row adds nothing to the loss). DDP averages the gradients, and TRL's
+   token-normalised losses (``dapo``, the default, and ``cispo``) divide by the global token count, so the update
+   equals one process's on the same global batch. The per-sequence losses (``grpo``, ``bnpo``, ``dr_grpo``) average
+   within each rank first, as in TRL, and match one process only when the kept rows divide evenly over the ranks.
+
+With one process they reduce to the single-process path: no gathers, no padding, every row trained on the one rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from accelerate.utils import gather_object
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+
+def rank_share(n: int, rank: int, world: int) -> tuple[int, int]:
+    """The ``[start, stop)`` slice of ``n`` items that ``rank`` of ``world`` takes: contiguous, sizes differ by <= 1.
+
+    The first ``n % world`` ranks take one item more, so the slices of ranks ``0..world-1`` tile ``range(n)`` in order.
+
+    Raises:
+        ValueError: ``n < 0``, ``world < 1`` or ``rank`` outside ``[0, world)``.
+    """
+    if n < 0 or world < 1 or not 0 <= rank < world:
+        raise ValueError(f"need n >= 0, world >= 1 and 0 <= rank < world, got n={n}, rank={rank}, world={world}")
+    base, extra = divmod(n, world)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (rank < extra)
+
+
+def rank_rows(n: int, accelerator: Any) -> tuple[int, int, int]:
+    """This process's :func:`rank_share` ``(start, stop)`` of ``n`` rows and the longest share (rows every rank holds
+    once short shares are padded)."""
+    world = accelerator.num_processes
+    start, stop = rank_share(n, accelerator.process_index, world)
+    return start, stop, -(-n // world)
+
+
+def global_rows(trainer: GRPOTrainer, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every rank's training-batch rows, concatenated in rank order (the sampler's order); ``rows`` on one process."""
+    if trainer.accelerator.num_processes == 1:
+        return list(rows)
+    return list(gather_object(list(rows)))
+
+
+@dataclass
+class StageRows:
+    """One stage's generated and scored rows, in the order of the global request, identical on every rank.
+
+    Attributes:
+        prompt_ids: Prompt token ids per row.
+        completion_ids: Completion token ids per row (EOS included if generated).
+        completions: Decoded completions per row (text, or messages for conversational prompts).
+        rewards: One list per row with every reward function's value (``nan`` for ``None``), TRL's order.
+        padding: Rows generated only to keep ranks in step (summed over ranks), discarded.
+    """
+
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    completions: list[Any]
+    rewards: list[list[float]]
+    padding: int
+
+
+def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict[str, Any]]) -> StageRows:
+    """Generate one response per entry of ``prompts`` (the global request) with TRL, spread over the ranks.
+
+    Every rank must call this with the same ``prompts`` and ``rows`` (at least one). Rank ``r`` generates and scores
+    its :func:`rank_share` of them, padded to the longest share, through TRL's own ``_generate`` (one sample per row)
+    and ``_calculate_rewards`` (whose gather returns every rank's rewards); the token ids and completions are gathered
+    with accelerate's ``gather_object``.
+
+    Args:
+        trainer: The trainer (an ``AllocatingGRPOTrainer``).
+        prompts: The prompt of each requested response, global order.
+        rows: The dataset row of each requested response (what reward functions read), global order.
+
+    Raises:
+        ValueError: An empty request, or ``prompts`` and ``rows`` of different lengths.
+    """
+    n = len(prompts)
+    if n == 0 or len(rows) != n:
+        raise ValueError(
+            f"a stage needs at least one request and one row per prompt, got {n} prompts, {len(rows)} rows"
+        )
+    world = trainer.accelerator.num_processes
+    shares = [rank_share(n, r, world) for r in range(world)]
+    start, stop, width = rank_rows(n, trainer.accelerator)
+    # A short share repeats a row of the request so every rank's tensors have the same first dimension.
+    local = list(range(start, stop)) + [min(start, n - 1)] * (width - (stop - start))
+    local_prompts = [prompts[i] for i in local]
+    # num_generations is what TRL's generation backends read to decide how many samples a prompt gets; the
+    # adapter's rows are already one per response.
+    group_size = trainer.num_generations
+    trainer.num_generations = 1
+    try:
+        prompt_ids, completion_ids, _, completions, _, _, _, _ = trainer._generate(local_prompts)
+    finally:
+        trainer.num_generations = group_size
+    scored = trainer._calculate_rewards([dict(rows[i]) for i in local], local_prompts, completions, completion_ids)
+    gathered = scored.detach().cpu().tolist()  # world * width rows, rank after rank
+    rewards = [gathered[r * width + j] for r, (a, b) in enumerate(shares) for j in range(b - a)]
+    mine = [(list(prompt_ids[j]), list(completion_ids[j]), completions[j]) for j in range(stop - start)]
+    everyone = mine if world == 1 else gather_object(mine)
+    return StageRows(
+        prompt_ids=[p for p, _, _ in everyone],
+        completion_ids=[c for _, c, _ in everyone],
+        completions=[t for _, _, t in everyone],
+        rewards=rewards,
+        padding=world * width - n,
+    )
