@@ -21,6 +21,8 @@ from rolloutlab.bench import BenchLine
 from rolloutlab.checkpoint import atomic_write_json
 
 FULL_COMMAND = "OMP_NUM_THREADS=1 python experiments/rlvr/benchmark.py"
+#: Wall seconds on an idle 2-core machine (the progress bar's estimate), the SFT warm start of a fresh clone included.
+EXPECTED_SECONDS = 40.0
 
 
 def quick_bench(
