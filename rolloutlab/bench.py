@@ -207,6 +207,19 @@ def verdict(summary: dict[str, Any]) -> tuple[bool, str]:
     return True, "all targets met"
 
 
+def run_with_progress(entry: PillarEntry, out_dir: Path, console: Console | None = None) -> list[BenchLine]:
+    """Run one pillar's quick benchmark into ``out_dir`` under a progress bar on ``console`` (default: stderr; drawn
+    only on a terminal) that runs against the pillar's expected seconds, since a quick benchmark reports no progress of
+    its own: its ETA is the estimate minus the time elapsed.
+
+    Returns:
+        The benchmark's rows; its exceptions propagate.
+    """
+    with _pillar_progress(console or Console(stderr=True)) as progress:
+        progress.add_task(entry.name, total=entry.expected_seconds)
+        return entry.quick_bench(out_dir)
+
+
 def run_suite(
     pillars: Sequence[PillarEntry],
     out_dir: Path,
@@ -216,9 +229,8 @@ def run_suite(
     """Run each pillar's quick benchmark under a progress bar, print its rows as it finishes, then the whole table and
     a verdict line; write summary.json / summary.md.
 
-    A pillar whose benchmark raises is reported as failed with the error; the others still run. The bar (on stderr
-    unless ``progress_console`` says otherwise, drawn only on a terminal) runs against the pillar's expected seconds,
-    since a quick benchmark reports no progress of its own; its ETA is the estimate minus the time elapsed.
+    A pillar whose benchmark raises is reported as failed with the error; the others still run. The bars are
+    :func:`run_with_progress`'s, on ``progress_console`` (default: stderr).
 
     Returns:
         The summary written to ``summary.json`` (with ``passed``: no row said NO and no pillar failed, and
@@ -235,9 +247,7 @@ def run_suite(
         console.print(f"[bold][{index}/{len(pillars)}] {entry.name}[/bold]: running quick benchmark ...")
         start = time.perf_counter()
         try:
-            with _pillar_progress(progress_console or Console(stderr=True)) as progress:
-                progress.add_task(entry.name, total=entry.expected_seconds)
-                rows = entry.quick_bench(out_dir / entry.name)
+            rows = run_with_progress(entry, out_dir / entry.name, progress_console)
         except Exception as exc:
             rows = []
             errors[entry.name] = f"{type(exc).__name__}: {exc}"

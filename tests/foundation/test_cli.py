@@ -149,6 +149,20 @@ def test_run_suite_shows_a_progress_bar_with_an_eta_per_pillar(
     assert "unestimated" in err and "no estimate" in err
 
 
+@pytest.mark.parametrize("pillar", ["mbrl", "rlvr"])
+def test_pillar_bench_commands_show_the_same_bar(pillar: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+
+    def fake(out: Path) -> list[BenchLine]:
+        return [BenchLine(pillar, "b", "m", 1.0, "report", None, 0.0, "x")]
+
+    monkeypatch.setattr(rolloutlab.bench, "load_quick_bench", lambda module: fake)
+    result = runner.invoke(app, [pillar, "bench", "--out", str(tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    estimate = expected_seconds(f"experiments.{pillar}.quick")
+    assert estimate is not None and f"ETA ~{estimate:.0f} s" in result.stderr
+
+
 def test_previous_seconds_reads_the_newest_readable_summary(tmp_path: Path) -> None:
     assert previous_seconds(tmp_path) == {}
     for name, text in [
