@@ -98,3 +98,28 @@ def test_readme_quotes_the_committed_timings() -> None:
     if (results / "make_test.json").is_file():
         make_test = json.loads((results / "make_test.json").read_text())
         assert f"`make test` took {_minutes(make_test['wall_seconds'])}" in readme
+
+
+def test_make_run_time_records_the_suite_it_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make_run_time.py` reads the per-pillar seconds of the bench folder the run made (`make run` faked)."""
+    from experiments.cli import make_run_time
+
+    calls: list[list[str]] = []
+
+    def fake_make_run(command: list[str], cwd: Path, log_path: Path, env: dict[str, str]) -> tuple[int, float, str]:
+        calls.append(command)
+        bench = cwd / "runs" / "bench-20260101-000000"
+        bench.mkdir(parents=True)
+        line = {"pillar": "mbrl", "metric": "m", "value": 1.0, "target": "report", "passed": None, "seconds": 2.0}
+        summary = {"seconds": {"mbrl": 2.0}, "passed": True, "lines": [line], "errors": {}}
+        (bench / "summary.json").write_text(json.dumps(summary))
+        return 0, 321.0, ""
+
+    monkeypatch.setattr(make_run_time, "ROOT", tmp_path)
+    monkeypatch.setattr(make_run_time, "run_streamed", fake_make_run)
+    out = tmp_path / "make_run.json"
+    make_run_time.main(make_run_time.Args(venv=tmp_path / "venv", out=out))
+    written = json.loads(out.read_text())
+    assert calls[0][:2] == ["make", "run"] and written["wall_seconds"] == 321.0 and not written["within_target"]
+    assert written["pillar_seconds"] == {"mbrl": 2.0} and written["suite_passed"] is True
+    assert written["rows"][0]["pillar"] == "mbrl" and written["machine"]["cpus"] >= 1
