@@ -103,11 +103,13 @@ def expected_seconds(module: str) -> float | None:
 
 def previous_seconds(parent: Path) -> dict[str, float]:
     """Each pillar's wall seconds in the newest ``bench-*/summary.json`` under ``parent`` (empty if there is none):
-    the last suite on this machine, which estimates the next one better than a figure measured elsewhere."""
-    for summary in sorted(parent.glob("bench-*/summary.json"), reverse=True):
+    the last suite on this machine, which estimates the next one better than a figure measured elsewhere. A pillar
+    that failed there is left out (it stopped early)."""
+    for path in sorted(parent.glob("bench-*/summary.json"), reverse=True):
         try:
-            seconds = json.loads(summary.read_text(encoding="utf-8")).get("seconds", {})
-            return {str(name): float(value) for name, value in seconds.items()}
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            failed = set(summary.get("errors", {}))
+            return {str(name): float(value) for name, value in summary.get("seconds", {}).items() if name not in failed}
         except (OSError, ValueError, TypeError, AttributeError):
             continue  # a summary cut short or edited by hand: try the one before
     return {}

@@ -167,7 +167,10 @@ def test_previous_seconds_reads_the_newest_readable_summary(tmp_path: Path) -> N
     assert previous_seconds(tmp_path) == {}
     for name, text in [
         ("bench-20260101-000000", json.dumps({"seconds": {"mbrl": 50.0}})),
-        ("bench-20260102-000000", json.dumps({"seconds": {"mbrl": 40.0, "mpc": 30.0}})),
+        (
+            "bench-20260102-000000",
+            json.dumps({"seconds": {"mbrl": 40.0, "mpc": 30.0, "rlvr": 0.1}, "errors": {"rlvr": "x"}}),
+        ),
         ("bench-20260103-000000", "{cut short"),
     ]:
         (tmp_path / name).mkdir()
