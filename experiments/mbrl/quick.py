@@ -49,8 +49,8 @@ def quick_bench(out_dir: Path) -> list[BenchLine]:
     The full benchmark (Pendulum-v1, InvertedPendulum-v5, 10 seeds) takes far longer than a bench slot, so the quick
     version runs three arms (``mbpo:fixed:3``, SAC at the same updates per step, SAC at one update per step) on the
     point-mass toy (``rolloutlab/PointMass-v0``). It reports the measured ratio of steps-to-threshold (best SAC arm /
-    MBPO); the targets (SAC at one update per step / MBPO >= 5, best SAC / MBPO >= 1) are
-    for the full benchmark, so this line only records the number.
+    MBPO); the targets (SAC at one update per step / MBPO >= 5, best SAC / MBPO >= 1) are for the full benchmark, so
+    this line only records the number.
     """
     started = time.perf_counter()
     settings = quick_settings()
