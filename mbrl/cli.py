@@ -228,7 +228,7 @@ def bench(
     ] = Path("runs/mbrl-bench"),
 ) -> None:
     """Run the sample-efficiency benchmark at its small size (MBPO vs SAC, same budget and seeds; needs a clone)."""
-    from rolloutlab.bench import CheckoutMissing, load_quick_bench
+    from rolloutlab.bench import CheckoutMissing, PillarEntry, expected_seconds, load_quick_bench, run_with_progress
     from rolloutlab.threads import set_torch_threads
 
     try:
@@ -237,7 +237,7 @@ def bench(
         typer.echo(str(exc), err=True)
         raise typer.Exit(code=2) from exc
     set_torch_threads()
-    for line in quick_bench(out):
+    for line in run_with_progress(PillarEntry("mbrl", quick_bench, expected_seconds("experiments.mbrl.quick")), out):
         ok = "—" if line.passed is None else ("yes" if line.passed else "NO")
         typer.echo(
             f"{line.benchmark}: {line.metric} = {line.value} (target {line.target}; ok {ok}; {line.seconds:.0f}s)"

@@ -4,13 +4,15 @@ Each pillar contributes a ``quick_bench(out_dir) -> list[BenchLine]`` function t
 small default size. Those functions are benchmark protocol, so they live in the clone's ``experiments/<pillar>/``
 (not in the installed packages): :func:`load_quick_bench` imports one from the checkout, and fails with
 :data:`NEEDS_CLONE` in an installed wheel. :func:`run_suite` runs whatever functions it is handed, prints one table,
-and writes ``summary.json`` and ``summary.md`` into the bench directory. This module imports no pillar.
+and writes ``summary.json`` and ``summary.md`` into the bench directory, with a progress bar per pillar while it runs.
+This module imports no pillar.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import sys
 import time
 import traceback
@@ -19,8 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 
@@ -89,12 +94,84 @@ def load_quick_bench(module: str) -> QuickBench:
     return quick_bench
 
 
+def expected_seconds(module: str) -> float | None:
+    """The ``EXPECTED_SECONDS`` a checkout module such as ``experiments.mbrl.quick`` declares (its quick bench's wall
+    time on an idle 2-core machine), or ``None`` if it declares none. Call after :func:`load_quick_bench`."""
+    value = getattr(importlib.import_module(module), "EXPECTED_SECONDS", None)
+    return None if value is None else float(value)
+
+
+def previous_seconds(parent: Path) -> dict[str, float]:
+    """Each pillar's wall seconds in the newest ``bench-*/summary.json`` under ``parent`` (empty if there is none):
+    the last suite on this machine, which estimates the next one better than a figure measured elsewhere. A pillar
+    that failed there is left out (it stopped early)."""
+    for path in sorted(parent.glob("bench-*/summary.json"), reverse=True):
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            failed = set(summary.get("errors", {}))
+            return {str(name): float(value) for name, value in summary.get("seconds", {}).items() if name not in failed}
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # a summary cut short or edited by hand: try the one before
+    return {}
+
+
 @dataclass
 class PillarEntry:
-    """A pillar as the bench sees it: its name and its quick benchmark."""
+    """A pillar as the bench sees it.
+
+    Attributes:
+        name: The pillar, e.g. ``mbrl``.
+        quick_bench: Its quick benchmark.
+        expected_seconds: How long it should take (the progress bar's length and ETA); ``None``: unknown, so the bar
+            shows only the elapsed time.
+    """
 
     name: str
     quick_bench: QuickBench
+    expected_seconds: float | None = None
+
+
+class _EstimateBar(BarColumn):
+    """The bar of a pillar that reports no progress of its own: elapsed time over its expected seconds (stopping
+    short of the end until the pillar returns), or a pulsing bar when no estimate exists."""
+
+    def render(self, task: Task) -> ProgressBar:
+        elapsed = task.elapsed or 0.0
+        total = task.total
+        return ProgressBar(
+            total=total or 1.0,
+            completed=0.0 if total is None else min(elapsed, 0.99 * total),
+            width=None if self.bar_width is None else max(1, self.bar_width),
+            pulse=total is None,
+            animation_time=task.get_time(),
+            style=self.style,
+            complete_style=self.complete_style,
+            finished_style=self.finished_style,
+            pulse_style=self.pulse_style,
+        )
+
+
+class _EstimateLeft(ProgressColumn):
+    """The ETA: expected seconds minus elapsed, or how far past its estimate a slow pillar runs."""
+
+    def render(self, task: Task) -> RenderableType:
+        if task.total is None:
+            return Text("no estimate", style="progress.remaining")
+        left = task.total - (task.elapsed or 0.0)
+        if left > -1.0:  # "past the estimate" only once a whole second is
+            return Text(f"ETA ~{max(left, 0.0):.0f} s", style="progress.remaining")
+        return Text(f"{-left:.0f} s past the ~{task.total:.0f} s estimate", style="progress.remaining")
+
+
+def _pillar_progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        _EstimateBar(),
+        TimeElapsedColumn(),
+        _EstimateLeft(),
+        console=console,
+        transient=True,  # the pillar's table replaces its bar
+    )
 
 
 def _format_value(value: float | None) -> str:
@@ -132,11 +209,30 @@ def verdict(summary: dict[str, Any]) -> tuple[bool, str]:
     return True, "all targets met"
 
 
-def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | None = None) -> dict[str, Any]:
-    """Run each pillar's quick benchmark, print its rows as it finishes, then the whole table and a verdict line;
-    write summary.json / summary.md.
+def run_with_progress(entry: PillarEntry, out_dir: Path, console: Console | None = None) -> list[BenchLine]:
+    """Run one pillar's quick benchmark into ``out_dir`` under a progress bar on ``console`` (default: stderr; drawn
+    only on a terminal) that runs against the pillar's expected seconds, since a quick benchmark reports no progress of
+    its own: its ETA is the estimate minus the time elapsed.
 
-    A pillar whose benchmark raises is reported as failed with the error; the others still run.
+    Returns:
+        The benchmark's rows; its exceptions propagate.
+    """
+    with _pillar_progress(console or Console(stderr=True)) as progress:
+        progress.add_task(entry.name, total=entry.expected_seconds)
+        return entry.quick_bench(out_dir)
+
+
+def run_suite(
+    pillars: Sequence[PillarEntry],
+    out_dir: Path,
+    console: Console | None = None,
+    progress_console: Console | None = None,
+) -> dict[str, Any]:
+    """Run each pillar's quick benchmark under a progress bar, print its rows as it finishes, then the whole table and
+    a verdict line; write summary.json / summary.md.
+
+    A pillar whose benchmark raises is reported as failed with the error; the others still run. The bars are
+    :func:`run_with_progress`'s, on ``progress_console`` (default: stderr).
 
     Returns:
         The summary written to ``summary.json`` (with ``passed``: no row said NO and no pillar failed, and
@@ -153,7 +249,7 @@ def run_suite(pillars: Sequence[PillarEntry], out_dir: Path, console: Console | 
         console.print(f"[bold][{index}/{len(pillars)}] {entry.name}[/bold]: running quick benchmark ...")
         start = time.perf_counter()
         try:
-            rows = entry.quick_bench(out_dir / entry.name)
+            rows = run_with_progress(entry, out_dir / entry.name, progress_console)
         except Exception as exc:
             rows = []
             errors[entry.name] = f"{type(exc).__name__}: {exc}"

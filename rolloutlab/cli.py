@@ -16,7 +16,14 @@ from typing import Annotated
 import typer
 
 from rolloutlab import __version__
-from rolloutlab.bench import CheckoutMissing, PillarEntry, load_quick_bench, run_suite
+from rolloutlab.bench import (
+    CheckoutMissing,
+    PillarEntry,
+    expected_seconds,
+    load_quick_bench,
+    previous_seconds,
+    run_suite,
+)
 from rolloutlab.runs import output_dir_option
 
 # (name, module holding the pillar's Typer `app` or None, the checkout module holding its `quick_bench`), in the order
@@ -81,10 +88,13 @@ def bench(
         raise typer.BadParameter(
             f"unknown pillar(s) {sorted(wanted - known)}; known: {sorted(known)}", param_hint="--only"
         )
+    # Each pillar's progress bar runs against its time in the last suite under --out (this machine), else the figure
+    # its quick bench declares.
+    last = previous_seconds(out)
     try:
         entries = [
-            PillarEntry(name, load_quick_bench(bench_module))
-            for name, _, bench_module in PILLARS
+            PillarEntry(name, load_quick_bench(module), last.get(name) or expected_seconds(module))
+            for name, _, module in PILLARS
             if wanted is None or name in wanted
         ]
     except CheckoutMissing as exc:

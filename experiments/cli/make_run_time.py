@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -22,6 +20,8 @@ from pathlib import Path
 
 import tyro
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
+from experiments.cli.command_timing import machine, run_streamed
 from rolloutlab.checkpoint import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,27 +41,15 @@ def main(args: Args) -> None:
     runs = ROOT / "runs"
     before = set(runs.glob("bench-*")) if runs.is_dir() else set()
     load = os.getloadavg()
-    log_path = args.out.with_name("make_run.log")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with log_path.open("w", encoding="utf-8") as log:
-        # The environment is installed already: --assume-old keeps make from reinstalling it when pyproject.toml is
-        # newer than its stamp, and PYTHONPATH makes this checkout's code run whatever the venv's install points to.
-        stamps = [f"--assume-old={stamp}" for stamp in args.venv.glob(".installed-*")]
-        process = subprocess.Popen(
-            ["make", "run", f"VENV={args.venv}", *stamps],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            log.write(line)
-        code = process.wait()
-    wall = time.perf_counter() - start
+    # The environment is installed already: --assume-old keeps make from reinstalling it when pyproject.toml is newer
+    # than its stamp, and PYTHONPATH makes this checkout's code run whatever the venv's install points to.
+    stamps = [f"--assume-old={stamp}" for stamp in args.venv.glob(".installed-*")]
+    code, wall, _ = run_streamed(
+        ["make", "run", f"VENV={args.venv}", *stamps],
+        cwd=ROOT,
+        log_path=args.out.with_name("make_run.log"),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     new = sorted(set(runs.glob("bench-*")) - before)
     summary = json.loads((new[-1] / "summary.json").read_text()) if new else {}
     record = {
@@ -78,12 +66,7 @@ def main(args: Args) -> None:
             for line in summary.get("lines", [])
         ],
         "errors": summary.get("errors", {}),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "load_average_before": [round(x, 2) for x in load],
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(load),
     }
     atomic_write_json(args.out, record)
     print(f"make run: {wall:.0f} s (exit {code}); per pillar {record['pillar_seconds']}; wrote {args.out}")

@@ -17,6 +17,8 @@ QUICK_ENV = "Pendulum-v1"
 QUICK_SEEDS = (0,)
 QUICK_BUDGET = 2000
 FULL_COMMAND = "OMP_NUM_THREADS=1 python experiments/mbrl/pets.py --envs Pendulum-v1 --budget 2000"
+#: Wall seconds on an idle 2-core machine (the progress bar's estimate): one run to the threshold (300 steps).
+EXPECTED_SECONDS = 50.0
 
 
 def quick_bench(out_dir: Path, seeds: Sequence[int] = QUICK_SEEDS) -> list[BenchLine]:

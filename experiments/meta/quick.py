@@ -27,6 +27,8 @@ _NEEDED_STEPS_PER_SECOND = 504 * 8_000 / 7_200
 _BUDGET = 600
 #: The experiment's meta-MDP preset (the gate's learner).
 _PRESET = Path(__file__).resolve().parent / "presets" / "acrobot_gate_8k_converged.yaml"
+#: Wall seconds of :func:`quick_bench` on an idle 2-core machine (the progress bar's estimate).
+EXPECTED_SECONDS = 6.0
 
 
 def throughput() -> BenchLine:

@@ -22,6 +22,9 @@ from planning.wordle.evaluation import run_benchmark
 from rolloutlab.bench import BenchLine
 from rolloutlab.checkpoint import atomic_write_json
 
+#: Wall seconds on an idle 2-core machine (the progress bar's estimate): both headlines and the cached pattern table.
+EXPECTED_SECONDS = 12.0
+
 
 def quick_bench(out_dir: Path) -> list[BenchLine]:
     """The Wordle headlines at full size: easy (rollout GEP k=10, opener salet) and hard (k=5, exact <= 40)."""

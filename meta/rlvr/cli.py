@@ -184,7 +184,7 @@ def bench(
     out: Annotated[Path, typer.Option(help="Output directory.", callback=output_dir_option)] = Path("runs/rlvr-bench"),
 ) -> None:
     """Run the reduced benchmark (a few arms, short runs) and print its table (needs a clone of the repository)."""
-    from rolloutlab.bench import CheckoutMissing, load_quick_bench
+    from rolloutlab.bench import CheckoutMissing, PillarEntry, expected_seconds, load_quick_bench, run_with_progress
     from rolloutlab.threads import set_torch_threads
 
     try:
@@ -193,5 +193,5 @@ def bench(
         typer.echo(str(exc), err=True)
         raise typer.Exit(code=2) from exc
     set_torch_threads()
-    for line in quick_bench(out):
+    for line in run_with_progress(PillarEntry("rlvr", quick_bench, expected_seconds("experiments.rlvr.quick")), out):
         typer.echo(f"{line.benchmark}: {line.metric} = {line.value} (target {line.target}, {line.seconds:.0f}s)")

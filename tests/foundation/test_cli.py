@@ -10,7 +10,16 @@ from typer.testing import CliRunner
 
 import rolloutlab.bench
 from rolloutlab import __version__
-from rolloutlab.bench import NEEDS_CLONE, BenchLine, CheckoutMissing, PillarEntry, load_quick_bench, run_suite
+from rolloutlab.bench import (
+    NEEDS_CLONE,
+    BenchLine,
+    CheckoutMissing,
+    PillarEntry,
+    expected_seconds,
+    load_quick_bench,
+    previous_seconds,
+    run_suite,
+)
 from rolloutlab.cli import PILLARS, app
 
 runner = CliRunner()
@@ -115,6 +124,76 @@ def test_bench_says_no_plainly_and_exits_non_zero(tmp_path: Path, monkeypatch: p
     result = runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "mpc"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "all targets met" in result.output.strip().splitlines()[-1]
+
+
+def test_every_pillar_declares_how_long_its_quick_bench_takes() -> None:
+    # The progress bar's estimate on a machine that has not run the suite yet.
+    for _, _, module in PILLARS:
+        load_quick_bench(module)
+        seconds = expected_seconds(module)
+        assert seconds is not None and 0 < seconds < 300, module
+
+
+def test_run_suite_shows_a_progress_bar_with_an_eta_per_pillar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # FORCE_COLOR makes rich treat the captured stderr as a terminal, where the bar is drawn.
+    monkeypatch.setenv("FORCE_COLOR", "1")
+
+    def fake(out: Path) -> list[BenchLine]:
+        return [BenchLine("fakepillar", "b", "m", 1.0, "report", None, 0.0, "x")]
+
+    run_suite([PillarEntry("fakepillar", fake, 40.0), PillarEntry("unestimated", fake)], tmp_path)
+    err = capsys.readouterr().err
+    assert "fakepillar" in err and "ETA ~40 s" in err  # the bar runs against the 40 s estimate
+    assert "unestimated" in err and "no estimate" in err
+
+
+@pytest.mark.parametrize("pillar", ["mbrl", "rlvr"])
+def test_pillar_bench_commands_show_the_same_bar(pillar: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+
+    def fake(out: Path) -> list[BenchLine]:
+        return [BenchLine(pillar, "b", "m", 1.0, "report", None, 0.0, "x")]
+
+    monkeypatch.setattr(rolloutlab.bench, "load_quick_bench", lambda module: fake)
+    result = runner.invoke(app, [pillar, "bench", "--out", str(tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    estimate = expected_seconds(f"experiments.{pillar}.quick")
+    assert estimate is not None and f"ETA ~{estimate:.0f} s" in result.stderr
+
+
+def test_previous_seconds_reads_the_newest_readable_summary(tmp_path: Path) -> None:
+    assert previous_seconds(tmp_path) == {}
+    for name, text in [
+        ("bench-20260101-000000", json.dumps({"seconds": {"mbrl": 50.0}})),
+        (
+            "bench-20260102-000000",
+            json.dumps({"seconds": {"mbrl": 40.0, "mpc": 30.0, "rlvr": 0.1}, "errors": {"rlvr": "x"}}),
+        ),
+        ("bench-20260103-000000", "{cut short"),
+    ]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(text)
+    assert previous_seconds(tmp_path) == {"mbrl": 40.0, "mpc": 30.0}
+
+
+def test_bench_estimates_each_pillar_from_the_last_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rolloutlab.cli
+
+    seen: list[PillarEntry] = []
+
+    def record(entries: list[PillarEntry], out_dir: Path) -> dict[str, object]:
+        seen.extend(entries)
+        return {"passed": True}
+
+    monkeypatch.setattr(rolloutlab.cli, "run_suite", record)
+    assert runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "mpc"]).exit_code == 0
+    assert seen[-1].expected_seconds == expected_seconds("experiments.mbrl.pets_quick")  # no suite here yet
+    (tmp_path / "bench-20260101-000000").mkdir()
+    (tmp_path / "bench-20260101-000000" / "summary.json").write_text(json.dumps({"seconds": {"mpc": 12.5}}))
+    assert runner.invoke(app, ["bench", "--out", str(tmp_path), "--only", "mpc"]).exit_code == 0
+    assert seen[-1].expected_seconds == 12.5
 
 
 def test_lazy_package_names_resolve() -> None:

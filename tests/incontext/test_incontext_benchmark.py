@@ -114,8 +114,9 @@ def test_quick_bench_contract(tmp_path: Path) -> None:
     """`rolloutlab bench --only incontext` at a few seconds of training: two lines and the JSON beside them."""
     from experiments.incontext import quick
 
-    lines = quick.quick_bench(tmp_path, minutes=0.05)
+    lines = quick.quick_bench(tmp_path, env_steps=400)
     assert [line.pillar for line in lines] == ["incontext", "incontext"]
     assert lines[0].command == quick.FULL_COMMAND and isinstance(lines[0].passed, bool)
     data = json.loads((tmp_path / "incontext_quick.json").read_text())
     assert data["agent_return"] == lines[0].value and set(data["references"]) >= {"random", "thompson", "oracle"}
+    assert data["env_steps"] == 400 and "400 env steps" in lines[0].benchmark  # a step budget, not minutes

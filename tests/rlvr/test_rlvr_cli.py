@@ -61,6 +61,10 @@ def test_quick_bench_contract(tmp_path: Path) -> None:
     assert all(line.command.startswith("OMP_NUM_THREADS=1 python experiments/rlvr/benchmark.py") for line in lines)
     assert (tmp_path / "bench" / "quick_summary.json").is_file()
     assert (tmp_path / "bench" / "sft.pt").is_file()  # the missing checkpoint was trained first
+    # 20 SFT steps leave held-out accuracy at 0, so uniform G=8 "reaches" its target at step 0: no ratio (not 0/0 = 1).
+    summary = json.loads((tmp_path / "bench" / "quick_summary.json").read_text())["summary"]
+    assert summary["arms"]["uniform_g8"]["tokens_to_target"] == [0]
+    assert all(line.value is None and line.target.startswith("not measured") for line in lines)
 
 
 @pytest.mark.parametrize("spec", ["hapo:0.2,1", "eepo:0.01", "ehpo:1,0.1"])

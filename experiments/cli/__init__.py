@@ -1,0 +1,1 @@
+"""Timings of the command line itself: start-up, `make run`, `make test`."""
