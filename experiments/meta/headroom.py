@@ -5,12 +5,14 @@ changes with that error. This gate builds such a regime and measures it before a
 
 The real task is the same for every run: ``rolloutlab/DiscretePendulum-v0`` (gymnasium's Pendulum-v1 with 5 torque
 levels, nominal physics). Each run's *model* is the true simulator
-(:class:`mbrl.models.true_dynamics.TruePendulumModel`) with one physics parameter (``--parameter``, default gravity)
-scaled by ``1 + delta``, ``delta`` drawn per run from its bin (``--bins``). Dyna-DQN (Bhatia, Thomas & Zilberstein
-2022) trains the Q-function on imagined rollouts of K steps mixed with real data; every arm makes the same gradient
-updates per env step (K = 0 makes them on real data: compute-matched), so K changes only where the training data comes
-from. The final policy acts greedily on Q, with no model. K = 0 never uses the model, so its score cannot depend on
-delta (the summary checks it is flat).
+(:class:`mbrl.models.true_dynamics.TruePendulumModel`) with an error of its own, ``delta`` drawn per run from its bin
+(``--bins``): by default an angle-sensor offset of ``delta`` rad (``--parameter angle_offset``: the model believes the
+pendulum sits ``delta`` further round than it does, so its gravity and its reward point at the wrong upright), or a
+physics parameter (``g``, ``m``, ``l``, ``dt``, ``max_speed``) scaled by ``1 + delta``. Dyna-DQN (Bhatia, Thomas &
+Zilberstein 2022) trains the Q-function on imagined rollouts of K steps mixed with real data; every arm makes the same
+gradient updates per env step (K = 0 makes them on real data: compute-matched), so K changes only where the training
+data comes from. The final policy acts greedily on Q, with no model. K = 0 never uses the model, so its score cannot
+depend on delta (the summary checks it is flat).
 
 Arms: every fixed K in {0, 1, 2, 4, 8, 16, 32} and the budget schedules ``dec:32``, ``inc:32``; run ``i`` of every
 arm and every bin shares its seed, and run ``i`` of every arm in a bin shares its delta. Controllers see feedback from
@@ -25,15 +27,17 @@ paired-bootstrap s.e., plus a cross-fitted version that picks each bin's arm on 
 model's one-step RMSE per bin, K = 0's score per bin and the cost. Verdict: PASS if (a) the best fixed K differs
 between bins and (b) oracle minus single best exceeds 2 paired s.e.; else FAIL.
 
-Calibration (3 paired seeds, 10k env steps, gravity scaled by 1 + delta; K = 0 scores -238 (3 x 3 evaluation episodes)
-/ -272 (4 x 5) whatever delta): the model's one-step RMSE on the runs' real data is 0.038 / 0.081 / 0.142 / 0.179 /
-0.203 at delta -0.2 / -0.4 / -0.6 / -0.7 / -0.8. K = 32 scores -166 / -167 / -172 at delta 0 / -0.2 / -0.4 (better
-than K = 0), -299 / -307 at -0.6 / -0.7 (worse) and -244 at -0.8; K = 4 and 8 collapse from -0.6 on (-570 to -940),
-while K = 32 only learns more slowly there and catches up by the late evaluations. The default bins put two bins on
-each side of delta ~ -0.5, where K = 0 starts to beat the K > 0 arms. Size: 10 seeds x 9 arms x 4 bins = 360 runs of
-10k env steps (50 episodes: late evaluations have converged in the small-error bins) at about 7.5 core-seconds each,
-in 8 units of 45 runs (all arms of 5 seeds, batched): about 45 core-minutes, about 23 minutes wall with ``--workers
-2`` on 2 free cores.
+Why the angle offset. The first try scaled gravity by 1 + delta (bins 0, -0.3, -0.55, -0.75; ``--parameter g
+--bins 0:0,-0.35:-0.25,-0.6:-0.5,-0.8:-0.7``, kept in ``results/headroom_gravity.json``) and FAILED: ``fixed:32`` was
+best or near best in every bin, so the per-bin oracle gained only +12.5 (s.e. 8.5). A model with weaker gravity still
+points at the right goal. An offset model does not: its reward pays for holding the pendulum at the wrong angle, and
+its error leaves the real task untouched (K = 0 is the same run in every bin). Calibration (3 paired seeds per
+offset, 10k env steps; K = 0 scores -272 at every offset): ``fixed:32`` scores -163 / -163 / -274 / -470 / -795 at
+offsets 0 / 0.15 / 0.3 / 0.6 / 1.0 rad (model one-step RMSE 0 / 0.057 / 0.11 / 0.20 / 0.30), ``fixed:8`` -265 / -234 /
+-215 / -424 / -708: long K wins with a small offset, every K > 0 loses to K = 0 from about 0.5 on. The default bins
+put two bins below and one above that crossover, and one (0.35-0.5) near it. Size: 10 seeds x 9 arms x 4 bins = 360
+runs of 10k env steps at about 8 core-seconds each, in 8 units of 45 runs (all arms of 5 seeds, batched): about 48
+core-minutes, about 26 minutes wall with ``--workers 2`` on 2 free cores.
 
     OMP_NUM_THREADS=1 python experiments/meta/headroom.py --workers 2    # -> experiments/meta/results/headroom.json
 """
@@ -76,9 +80,9 @@ class Settings:
 
     arms: str = "fixed:0,fixed:1,fixed:2,fixed:4,fixed:8,fixed:16,fixed:32,dec:32,inc:32"
     """comma-separated rollout-length controller specs (meta.control.make_controller)"""
-    bins: str = "0:0,-0.35:-0.25,-0.6:-0.5,-0.8:-0.7"
-    """comma-separated delta bins lo:hi; each run's model scales --parameter by 1 + delta, delta ~ U(lo, hi)"""
-    parameter: str = "g"
+    bins: str = "0:0.1,0.15:0.25,0.35:0.5,0.6:0.8"
+    """comma-separated delta bins lo:hi; each run's model has error delta ~ U(lo, hi) in --parameter"""
+    parameter: str = "angle_offset"
     """the model's error: g, m, l, dt or max_speed (scaled by 1 + delta) or angle_offset (delta in rad)"""
     budget: int = 10_000
     """real env steps per run (50 episodes of 200 steps)"""
