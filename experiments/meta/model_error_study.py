@@ -336,6 +336,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
             for arm in arms
         },
         "probability_of_improvement": comparisons,
+        "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
         "target_met": {
             meta: bool(
                 comparisons[meta][best_schedule]["ci95"][0] > 0.5

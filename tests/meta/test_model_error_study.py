@@ -57,6 +57,8 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
         assert entry["iqm_ci95"][0] <= entry["iqm"] <= entry["iqm_ci95"][1]
     assert set(summary["probability_of_improvement"]["meta_direct"]) == {"fixed:0", "fixed:32", "dec:32", "random:1,32"}
     assert len(summary["arms"]["meta_direct"]["schedules"][0]) == 3  # one K per phase
+    best = summary["best_schedule"]
+    assert summary["versus_best_schedule"]["meta_direct"] == summary["probability_of_improvement"]["meta_direct"][best]
     assert (tmp_path / "model_error_schedules.png").exists()
     # The same run seeds and offsets in every arm; the fixed arms hold their K.
     unit = json.loads((tmp_path / "units" / "test" / "runs000.json").read_text())
