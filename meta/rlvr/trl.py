@@ -529,9 +529,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             sampled = [
                 torch.tensor(sampling_logps_rows(g.sampling_logps[j], len(g.completion_ids[j]))) for g, j in rows
             ]
-            sampling_logps = pad(sampled, padding_value=0.0, padding_side="right", pad_to_multiple_of=multiple).to(
-                device
-            )
+            # Padding positions are masked out of the loss; 0 is TRL's padding value for these log-probabilities.
+            sampling_logps = pad(sampled, padding_value=0, padding_side="right", pad_to_multiple_of=multiple).to(device)
             if correct_vllm:
                 assert old_logps is not None
                 ratio = importance_sampling_ratio(self, old_logps, sampling_logps, c_mask)

@@ -141,5 +141,5 @@ def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict
         completions=[t for _, _, t, _ in everyone],
         rewards=rewards,
         padding=world * width - n,
-        sampling_logps=None if logprobs is None else [lp for _, _, _, lp in everyone],
+        sampling_logps=None if logprobs is None else [list(lp or []) for _, _, _, lp in everyone],
     )
