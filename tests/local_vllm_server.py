@@ -28,6 +28,7 @@ import json
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -178,29 +179,42 @@ class LocalVLLMServer:
     def _sample(
         self, prompt: list[int], temperature: float, top_k: int, max_tokens: int
     ) -> tuple[list[int], list[float]]:
-        ids = list(prompt)
-        out: list[int] = []
-        logps: list[float] = []
-        with torch.no_grad():
-            for _ in range(max_tokens):
-                logits = self.model(torch.tensor([ids])).logits[0, -1].float()
-                if temperature > 0:
-                    logits = logits / temperature
-                if top_k > 0:
-                    kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                logp = torch.log_softmax(logits, dim=-1)
-                token = (
-                    int(logp.argmax())
-                    if temperature == 0
-                    else int(torch.multinomial(logp.exp(), 1, generator=self.generator))
-                )
-                out.append(token)
-                logps.append(float(logp[token]))
-                ids.append(token)
-                if token == self.eos_token_id:
-                    break
-        return out, logps
+        return sample(self.model, self.generator, prompt, temperature, top_k, max_tokens, self.eos_token_id)
+
+
+def sample(
+    model: torch.nn.Module,
+    generator: torch.Generator,
+    prompt: list[int],
+    temperature: float,
+    top_k: int,
+    max_tokens: int,
+    eos_token_id: int,
+) -> tuple[list[int], list[float]]:
+    """Sample one completion token by token; returns its token ids (EOS kept) and each token's log-probability after
+    temperature and top-k (vLLM's ``processed_logprobs``). ``temperature == 0`` is greedy."""
+    ids = list(prompt)
+    out: list[int] = []
+    logps: list[float] = []
+    with torch.no_grad():
+        for _ in range(max_tokens):
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+            if temperature > 0:
+                logits = logits / temperature
+            if top_k > 0:
+                kth = torch.topk(logits, min(top_k, logits.numel())).values[-1]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            logp = torch.log_softmax(logits, dim=-1)
+            if temperature == 0:
+                token = int(logp.argmax())
+            else:
+                token = int(torch.multinomial(logp.exp(), 1, generator=generator))
+            out.append(token)
+            logps.append(float(logp[token]))
+            ids.append(token)
+            if token == eos_token_id:
+                break
+    return out, logps
 
 
 def _handler(server: LocalVLLMServer) -> type[BaseHTTPRequestHandler]:
@@ -295,3 +309,94 @@ def patch_client_for_http(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client, "NCCLWeightTransferEngine", _HttpWeightEngine, raising=False)
     monkeypatch.setattr(client, "NCCLTrainerSendWeightsArgs", _SendArgs, raising=False)
     monkeypatch.setattr(client.VLLMClient, "init_communicator", _init_http_communicator)
+
+
+# --- colocate mode: an in-process stand-in for vllm.LLM -------------------------------------------------------------
+@dataclass
+class _SamplingParams:
+    """Stands in for ``vllm.SamplingParams``: keeps what TRL's colocate path sets."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    max_tokens: int = 16
+    logprobs: int | None = 0
+
+
+@dataclass
+class _Logprob:
+    logprob: float
+    rank: int = 1
+
+
+class LocalLLM:
+    """Stands in for ``vllm.LLM`` in TRL's colocate mode: the same sampler as :class:`LocalVLLMServer`, in-process.
+
+    TRL loads weights through ``llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights``; here
+    that copies the tensors into the served model. Built by :func:`patch_colocate`, which fixes the served model.
+
+    Attributes:
+        calls: The ``(prompt token ids, sampling params)`` of every ``generate`` call.
+        weight_syncs: How many ``reset_prefix_cache`` calls (TRL makes one after each weight sync).
+    """
+
+    served: torch.nn.Module
+    eos_token_id: int
+    instances: list[LocalLLM]
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.generator = torch.Generator().manual_seed(int(kwargs.get("seed", 0)))
+        self.calls: list[tuple[list[list[int]], _SamplingParams]] = []
+        self.weight_syncs = 0
+        served = self.served
+
+        def load_weights(weights: list[tuple[str, torch.Tensor]]) -> None:
+            params = dict(served.named_parameters())
+            with torch.no_grad():
+                for name, tensor in weights:
+                    params[name].copy_(tensor)
+
+        runner = SimpleNamespace(model=SimpleNamespace(load_weights=load_weights))
+        executor = SimpleNamespace(driver_worker=SimpleNamespace(model_runner=runner))
+        self.llm_engine = SimpleNamespace(model_executor=executor)
+        type(self).instances.append(self)
+
+    def generate(
+        self, prompts: list[dict[str, Any]], sampling_params: _SamplingParams, use_tqdm: bool = False
+    ) -> list[Any]:
+        ids = [list(p["prompt_token_ids"]) for p in prompts]
+        self.calls.append((ids, sampling_params))
+        outputs = []
+        for prompt in ids:
+            samples = []
+            for _ in range(sampling_params.n):
+                p = sampling_params
+                tokens, logps = sample(
+                    self.served, self.generator, prompt, p.temperature, p.top_k, p.max_tokens, self.eos_token_id
+                )
+                logprobs = [{t: _Logprob(lp)} for t, lp in zip(tokens, logps, strict=True)]
+                samples.append(SimpleNamespace(token_ids=tokens, logprobs=logprobs))
+            outputs.append(SimpleNamespace(prompt_token_ids=prompt, outputs=samples))
+        return outputs
+
+    def reset_prefix_cache(self) -> None:
+        self.weight_syncs += 1
+
+
+def patch_colocate(monkeypatch: pytest.MonkeyPatch, model: torch.nn.Module, eos_token_id: int) -> type[LocalLLM]:
+    """Let TRL's colocate generation run without vLLM, on :class:`LocalLLM` serving ``model``; returns the class
+    (its ``instances`` holds the one TRL builds). The environment variables TRL sets for vLLM are restored after."""
+    import trl.generation.vllm_generation as generation
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    bound = {"served": model.eval(), "eos_token_id": int(eos_token_id), "instances": []}
+    llm = type("BoundLocalLLM", (LocalLLM,), bound)
+    monkeypatch.setattr(generation, "is_vllm_available", lambda *args, **kwargs: True)
+    monkeypatch.setattr(generation, "LLM", llm, raising=False)
+    monkeypatch.setattr(generation, "SamplingParams", _SamplingParams, raising=False)
+    return llm

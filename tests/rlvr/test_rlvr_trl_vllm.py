@@ -1,14 +1,19 @@
-"""The TRL adapter with ``use_vllm=True`` in server mode, on CPU: TRL's own ``VLLMClient`` and ``VLLMGeneration``
-talking over HTTP to a local stand-in for ``vllm serve`` (``tests/local_vllm_server.py``) that serves the same tiny
-model. What a GPU run with real vLLM adds is listed in docs/rlvr.md (vLLM section)."""
+"""The TRL adapter with ``use_vllm=True`` on CPU. Server mode: TRL's own ``VLLMClient`` and ``VLLMGeneration`` talking
+over HTTP to a local stand-in for ``vllm serve`` (``tests/local_vllm_server.py``) that serves the same tiny model, in
+one process and in two (``slow``). Colocate mode: TRL's colocate branch on an in-process stand-in for ``vllm.LLM``.
+What a GPU run with real vLLM adds is listed in docs/rlvr.md (vLLM section)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
+import socket
+import subprocess
+import sys
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +24,17 @@ pytest.importorskip("trl")
 import numpy as np
 import torch
 from datasets import Dataset
-from local_vllm_server import LocalVLLMServer, patch_client_for_http
+from local_vllm_server import LocalVLLMServer, patch_client_for_http, patch_colocate
 from trl import GRPOConfig
+from trl_vllm_data_parallel import TwoStages, tiny_model, varied_reward
 
 from envs.reasoning import Task, make_prompt_set
-from meta.rlvr import Allocator, StatsTable
-from meta.rlvr.lm.charlm import CharLMConfig, build_model
 from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trl import AllocatingGRPOTrainer, set_temperature
 from meta.rlvr.trl_vllm import importance_sampling_ratio, sampling_logps_rows, vllm_refusals
 
 G = 4
-
-
-class TwoStages(Allocator):
-    """Test allocator: prompt i gets ``first[i]`` responses in stage 0 and ``second[i]`` more in stage 1."""
-
-    name = "two-stages-test"
-    max_stages = 2
-
-    def __init__(self, first: Sequence[int], second: Sequence[int]) -> None:
-        self.first, self.second = list(first), list(second)
-
-    def initial(self, keys: Sequence[str], stats: StatsTable) -> list[int]:
-        return list(self.first)
-
-    def extra(self, keys: Sequence[str], rewards: Sequence[Sequence[float]], stage: int) -> list[int]:
-        return list(self.second)
-
-
-def _model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return build_model(CharLMConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _dataset() -> Dataset:
@@ -82,15 +66,10 @@ def _config(tmp_path: Path, base_url: str, **overrides: Any) -> GRPOConfig:
     return GRPOConfig(**settings)
 
 
-def _reward(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
-    # Any reward with variance inside groups: the length of the completion's text.
-    return [float(len(c) % 3 == 0) for c in completions]
-
-
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LocalVLLMServer, str]]:
     patch_client_for_http(monkeypatch)
-    local = LocalVLLMServer(_model(), CharTokenizer().eos_token_id)
+    local = LocalVLLMServer(tiny_model(), CharTokenizer().eos_token_id)
     url = local.start()
     try:
         yield local, url
@@ -108,8 +87,8 @@ def test_unsupported_vllm_settings_are_refused_before_the_backend_starts(
     config = _config(tmp_path, url, generation_kwargs=kwargs)
     with pytest.raises(ValueError, match=re.escape(f"{named} with use_vllm=True")):
         AllocatingGRPOTrainer(
-            model=_model(),
-            reward_funcs=[_reward],
+            model=tiny_model(),
+            reward_funcs=[varied_reward],
             args=config,
             train_dataset=_dataset(),
             processing_class=CharTokenizer(),
@@ -126,8 +105,8 @@ def test_server_mode_one_request_per_stage_and_importance_sampling_keys(
     local, url = server
     first, second = [1, 2, 3, 1], [2, 0, 1, 0]
     trainer = AllocatingGRPOTrainer(
-        model=_model(),
-        reward_funcs=[_reward],
+        model=tiny_model(),
+        reward_funcs=[varied_reward],
         args=_config(tmp_path, url),
         train_dataset=_dataset(),
         processing_class=CharTokenizer(),
@@ -175,7 +154,7 @@ def test_server_mode_one_request_per_stage_and_importance_sampling_keys(
         )
     # The second step's responses were sampled after one update: from the initial weights they would differ.
     second_batch = batches[1]
-    initial = _model()
+    initial = tiny_model()
     mask = second_batch["completion_mask"].bool()
     ids = torch.cat([second_batch["prompt_ids"], second_batch["completion_ids"]], dim=1)
     attention = torch.cat([second_batch["prompt_mask"], second_batch["completion_mask"]], dim=1)
@@ -192,6 +171,41 @@ def test_server_mode_one_request_per_stage_and_importance_sampling_keys(
     for entry in logged:
         assert entry["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-3)
         assert entry["sampling/sampling_logp_difference/max"] < 1e-4
+
+
+def test_colocate_mode_one_generate_call_per_stage_with_the_policy_s_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TRL's colocate branch on an in-process stand-in for vllm.LLM (tests/local_vllm_server.py: LocalLLM).
+    llm = patch_colocate(monkeypatch, tiny_model(), CharTokenizer().eos_token_id)
+    first, second = [2, 1, 1, 3], [0, 2, 0, 0]
+    config = _config(tmp_path, "", vllm_mode="colocate", vllm_server_base_url=None)
+    trainer = AllocatingGRPOTrainer(
+        model=tiny_model(),
+        reward_funcs=[varied_reward],
+        args=config,
+        train_dataset=_dataset(),
+        processing_class=CharTokenizer(),
+        allocator=TwoStages(first, second),
+    )
+    differences: list[float] = []
+    build = trainer._build_batch
+
+    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = build(*args, **kwargs)
+        mask = out["completion_mask"].bool()
+        differences.append(float((out["sampling_per_token_logps"] - out["old_per_token_logps"])[mask].abs().max()))
+        return out
+
+    trainer._build_batch = recording  # type: ignore[method-assign]
+    trainer.train()
+    (engine,) = llm.instances
+    assert [len(ids) for ids, _ in engine.calls] == [sum(first), sum(second)] * 2
+    assert all(params.n == 1 and params.logprobs == 0 for _, params in engine.calls)
+    runs = [len(list(g)) for _, g in itertools.groupby(map(tuple, engine.calls[0][0]))]
+    assert runs == first
+    assert engine.weight_syncs == 2  # one weight load per step
+    assert len(differences) == 2 and max(differences) < 1e-4
 
 
 def test_importance_sampling_ratio_modes_and_unscored_rows() -> None:
@@ -217,3 +231,37 @@ def test_importance_sampling_ratio_modes_and_unscored_rows() -> None:
     assert sampling_logps_rows([-0.1, None], 2)[0] == -0.1 and math.isnan(sampling_logps_rows([-0.1, None], 2)[1])
     with pytest.raises(ValueError, match="2 log-probabilities for a completion of 3 tokens"):
         sampling_logps_rows([-0.1, -0.2], 3)
+
+
+@pytest.mark.slow  # two torch.distributed.run processes: over a minute on a loaded 2-core machine
+def test_two_processes_send_one_request_per_stage_and_pair_every_rank_s_rows(
+    tmp_path: Path, server: tuple[LocalVLLMServer, str]
+) -> None:
+    import trl_vllm_data_parallel as worker
+
+    local, url = server
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2"]
+    command += ["--master_addr=127.0.0.1", f"--master_port={port}", str(REPO / "tests" / "trl_vllm_data_parallel.py")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    done = subprocess.run(
+        [*command, url, str(tmp_path)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+
+    # TRL's main process sends each stage's rows of both ranks as one request (pad rows included: 3 + 3, then 1 + 1).
+    requests = local.paths("/v1/completions")
+    first, second = sum(worker.FIRST), sum(worker.SECOND)
+    assert [len(p["prompt"]) for p in requests] == [first + 1, second + 1] * worker.STEPS
+    assert all(p["n"] == 1 for p in requests)
+    assert local.weight_loads == worker.STEPS  # the main process pushes, once per step
+    # Each rank's batch pairs vLLM's log-probabilities with its own rows (TRL slices the broadcast answer per rank).
+    for rank in ranks:
+        assert len(rank["differences"]) == worker.STEPS and max(rank["differences"]) < 1e-4
+    assert ranks[0]["rank_rows"][-1][1] == ranks[1]["rank_rows"][-1][0]  # rank 0 trains the first rows
+    for name, value in ranks[0]["params"].items():
+        assert torch.equal(value, ranks[1]["params"][name]), name
