@@ -150,7 +150,7 @@ class LocalVLLMServer:
         prompts = payload["prompt"]
         if not prompts or not all(isinstance(p, list) for p in prompts):
             return 400, {"error": "prompts must be token-id lists"}
-        choices = []
+        choices: list[dict[str, Any]] = []
         with self._model_lock:
             for prompt in prompts:
                 for _ in range(int(payload.get("n", 1))):
