@@ -29,6 +29,7 @@ from trl import GRPOConfig
 from trl_vllm_data_parallel import TwoStages, tiny_model, varied_reward
 
 from envs.reasoning import Task, make_prompt_set
+from meta.rlvr import AR3PO
 from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trl import AllocatingGRPOTrainer, set_temperature
 from meta.rlvr.trl_vllm import importance_sampling_ratio, sampling_logps_rows, vllm_refusals
@@ -171,6 +172,49 @@ def test_server_mode_one_request_per_stage_and_importance_sampling_keys(
     for entry in logged:
         assert entry["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-3)
         assert entry["sampling/sampling_logp_difference/max"] < 1e-4
+
+
+def test_reused_responses_train_without_a_correction_under_vllm(
+    tmp_path: Path, server: tuple[LocalVLLMServer, str]
+) -> None:
+    # AR3PO injects a stored correct response into an all-wrong group; vLLM's log-probabilities of it are unknown.
+    _, url = server
+    prompts = list(_dataset()["prompt"])
+    always, never = prompts[0], prompts[1]
+
+    def correct(prompts: list[str], completions: list[str], trainer_state: Any, **kwargs: Any) -> list[float]:
+        return [float(p == always or (p != never and trainer_state.global_step == 0)) for p in prompts]
+
+    trainer = AllocatingGRPOTrainer(
+        model=tiny_model(),
+        reward_funcs=[correct],
+        args=_config(tmp_path, url),
+        train_dataset=_dataset(),
+        processing_class=CharTokenizer(),
+        allocator=AR3PO(stage_size=1, max_stages=3),
+    )
+    batches: list[tuple[dict[str, Any], list[bool]]] = []
+    build = trainer._build_batch
+
+    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = build(*args, **kwargs)
+        batches.append((out, list(trainer.last_batch["reused"])))
+        return out
+
+    trainer._build_batch = recording  # type: ignore[method-assign]
+    trainer.train()
+    batch, reused = batches[-1]
+    assert sum(reused) == 2  # the two prompts right at step 0 only
+    mask = batch["completion_mask"].bool()
+    sampling, old = batch["sampling_per_token_logps"], batch["old_per_token_logps"]
+    ratio = batch["importance_sampling_ratio"]
+    for row, was_reused in enumerate(reused):
+        tokens = mask[row]
+        if was_reused:
+            assert torch.isnan(sampling[row][tokens]).all() and ratio[row].item() == 1.0
+        else:
+            assert torch.allclose(sampling[row][tokens], old[row][tokens], atol=1e-4)
+    assert all(math.isfinite(e["loss"]) for e in trainer.state.log_history if "loss" in e)
 
 
 def test_colocate_mode_one_generate_call_per_stage_with_the_policy_s_weights(
