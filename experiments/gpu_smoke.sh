@@ -10,13 +10,25 @@
 #   DEVICE=cuda:1 experiments/gpu_smoke.sh     # on another GPU
 #   PY=python experiments/gpu_smoke.sh         # another interpreter (default .venv/bin/python)
 #   DEVICE=cpu experiments/gpu_smoke.sh        # the same on the CPU: a check of this script where there is no GPU
+#
+# VLLM=1 adds the TRL adapter with real vLLM generation (needs `pip install vllm` and the model below downloadable or
+# cached): colocate mode on $DEVICE, then server mode with a `vllm serve` process on a second GPU (skipped, with a
+# message, on a machine with one GPU: NCCL's weight sync cannot pair two ranks on one device). The CPU tests cover the
+# adapter's side of the protocol against a stand-in server; only these runs exercise vLLM itself.
+#   VLLM=1 experiments/gpu_smoke.sh
+#   VLLM=1 VLLM_MODEL=Qwen/Qwen2.5-0.5B-Instruct VLLM_PORT=8011 VLLM_BIN=vllm experiments/gpu_smoke.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
 PY=${PY:-.venv/bin/python}
 DEVICE=${DEVICE:-cuda}
+VLLM=${VLLM:-0}
+VLLM_MODEL=${VLLM_MODEL:-Qwen/Qwen2.5-0.5B-Instruct}
+VLLM_PORT=${VLLM_PORT:-8011}
+VLLM_BIN=${VLLM_BIN:-$(dirname "$PY")/vllm}  # the vllm command beside the interpreter
 OUT=$(mktemp -d -t rolloutlab-gpu-smoke-XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
+SERVER_PID=""
+trap '[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; rm -rf "$OUT"' EXIT
 RAN=()
 
 run() {  # run NAME COMMAND...: print, run, remember
@@ -144,6 +156,30 @@ run "In-context agent (bandit)" rl incontext train --task bandit --steps 200 --c
 IC_RUN=$(only_dir "$OUT/incontext")
 ran_on "$IC_RUN/checkpoint.pt"
 run "In-context agent evaluated on the CPU" rl incontext eval "$IC_RUN/checkpoint.pt" --tasks 4 --device cpu
+
+if [ "$VLLM" = 1 ]; then
+    run "TRL adapter + vLLM, colocate mode" "$PY" experiments/rlvr/vllm_smoke.py --mode colocate \
+        --model "$VLLM_MODEL" --output-dir "$OUT/vllm_colocate"
+    if [ "$("$PY" -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+        echo "== starting vllm serve $VLLM_MODEL on GPU 1, port $VLLM_PORT"
+        CUDA_VISIBLE_DEVICES=1 VLLM_SERVER_DEV_MODE=1 "$VLLM_BIN" serve "$VLLM_MODEL" --port "$VLLM_PORT" \
+            --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1 \
+            --gpu-memory-utilization 0.5 > "$OUT/vllm_server.log" 2>&1 &
+        SERVER_PID=$!
+        for _ in $(seq 300); do
+            "$PY" -c "import requests; requests.get('http://127.0.0.1:$VLLM_PORT/health', timeout=2)" \
+                2>/dev/null && break
+            kill -0 "$SERVER_PID" 2>/dev/null || { tail -50 "$OUT/vllm_server.log"; exit 1; }
+            sleep 2
+        done
+        run "TRL adapter + vLLM, server mode" env CUDA_VISIBLE_DEVICES=0 "$PY" experiments/rlvr/vllm_smoke.py \
+            --mode server --model "$VLLM_MODEL" --server-url "http://127.0.0.1:$VLLM_PORT" --output-dir "$OUT/vllm_server"
+        kill "$SERVER_PID" && wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=""
+    else
+        echo "== skipped TRL adapter + vLLM, server mode: it needs a second GPU for the vllm serve process"
+    fi
+fi
 
 echo "gpu_smoke: all ${#RAN[@]} passed on $DEVICE:"
 printf '  %s\n' "${RAN[@]}"

@@ -23,7 +23,9 @@ and tokens, prompt tokens read, rows and tokens trained, reuse and drops; it is 
 
 :func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
 latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
-works from ``callbacks=[...]``. Refused with the reason: vLLM, tools/environments, custom ``rollout_func``,
+works from ``callbacks=[...]``. vLLM generation (server and colocate) goes through TRL's own backend, with TRL's
+importance-sampling correction kept in the batch (:mod:`meta.rlvr.trl_vllm`; the vLLM settings it cannot honour are
+refused before the backend starts). Refused with the reason: tools/environments, custom ``rollout_func``,
 ``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch that is not whole
 groups.
 
@@ -34,6 +36,7 @@ whole step, generates a balanced share of each stage's rows and trains on a bala
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tempfile
@@ -58,6 +61,12 @@ from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.token.temperature import EntropyTemperature
 from meta.rlvr.trl_distributed import generate_and_score, global_rows, rank_rows
+from meta.rlvr.trl_vllm import (
+    check_vllm_settings,
+    importance_sampling_ratio,
+    sampling_logps_rows,
+    set_sampling_temperature,
+)
 from rolloutlab.run_state import generator_state, set_generator_state
 
 #: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
@@ -113,6 +122,7 @@ def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
     trainer.temperature = float(temperature)
     if getattr(trainer, "generation_config", None) is not None:
         trainer.generation_config.temperature = float(temperature)
+    set_sampling_temperature(trainer, temperature)
     config: Any = trainer.args
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "get_base_model"):
@@ -140,6 +150,8 @@ class _Group:
     rewards_per_func: list[list[float]] = field(default_factory=list)
     correct: list[float] = field(default_factory=list)
     reused: list[bool] = field(default_factory=list)
+    #: vLLM's per-token log-probabilities of each response (``None``: not known, e.g. a reused response).
+    sampling_logps: list[list[float | None] | None] = field(default_factory=list)
 
     def generated_correct(self) -> list[float]:
         return [c for c, r in zip(self.correct, self.reused, strict=True) if not r]
@@ -188,6 +200,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         reuse_capacity: int = 4,
         **kwargs: Any,
     ) -> None:
+        # vLLM settings the adapter cannot honour are refused before GRPOTrainer.__init__ starts the backend.
+        check_vllm_settings(
+            inspect.signature(GRPOTrainer.__init__).bind_partial(self, *args, **kwargs).arguments.get("args")
+        )
         super().__init__(*args, **kwargs)
         self._refuse_unsupported()
         names = list(self.reward_func_names)
@@ -220,11 +236,6 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     def _refuse_unsupported(self) -> None:
         args: Any = self.args
         reasons = []
-        if self.use_vllm:
-            reasons.append(
-                "vLLM generation (server mode generates num_generations per G-th prompt, which mispairs variable "
-                "per-prompt counts, and neither mode is tested with the adapter): set use_vllm=False"
-            )
         if self.tools or self.environment_factories is not None:
             reasons.append("tools / environments: the adapter generates single-turn completions only")
         if self.rollout_func is not None:
@@ -354,7 +365,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._stage_padding += out.padding
         for j, i in enumerate(request):
             ids = out.completion_ids[j]
-            self._append(groups[i], out.prompt_ids[j], ids, out.completions[j], out.rewards[j], False)
+            logps = None if out.sampling_logps is None else out.sampling_logps[j]
+            self._append(groups[i], out.prompt_ids[j], ids, out.completions[j], out.rewards[j], False, logps)
             self.ledger.responses += 1
             self.ledger.completion_tokens += len(ids)
         for i, c in enumerate(counts):
@@ -364,9 +376,17 @@ class AllocatingGRPOTrainer(GRPOTrainer):
                     self.ledger.prompt_tokens_extra_stages += len(groups[i].prompt_ids)  # type: ignore[arg-type]
 
     def _append(
-        self, g: _Group, prompt_ids: list[int], ids: list[int], completion: Any, rewards: list[float], reused: bool
+        self,
+        g: _Group,
+        prompt_ids: list[int],
+        ids: list[int],
+        completion: Any,
+        rewards: list[float],
+        reused: bool,
+        sampling_logps: list[float | None] | None = None,
     ) -> None:
         g.prompt_ids = prompt_ids
+        g.sampling_logps.append(sampling_logps)
         g.completion_ids.append(ids)
         g.completions.append(completion)
         g.rewards_per_func.append(rewards)
@@ -493,8 +513,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         with torch.no_grad():
             # As TRL: the sampling policy's log-probs are needed only when the batch is trained on after the policy
             # moved (num_iterations > 1 or accumulation across generations); otherwise the ratio is 1 by construction.
+            # With vLLM's importance-sampling correction they are always needed (TRL's rule).
             generate_every = config.steps_per_generation * self.num_iterations
-            if config.gradient_accumulation_steps % generate_every != 0:
+            correct_vllm = self.use_vllm and self.vllm_importance_sampling_correction
+            if config.gradient_accumulation_steps % generate_every != 0 or correct_vllm:
                 old_logps, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, input_ids, attention, keep, batch_size=batch_size
                 )
@@ -502,6 +524,16 @@ class AllocatingGRPOTrainer(GRPOTrainer):
                 ref_logps, _, _ = self._get_per_token_logps_and_entropies(
                     self.ref_model, input_ids, attention, keep, batch_size=batch_size
                 )
+        sampling_logps = ratio = None
+        if self.use_vllm:
+            sampled = [
+                torch.tensor(sampling_logps_rows(g.sampling_logps[j], len(g.completion_ids[j]))) for g, j in rows
+            ]
+            # Padding positions are masked out of the loss; 0 is TRL's padding value for these log-probabilities.
+            sampling_logps = pad(sampled, padding_value=0, padding_side="right", pad_to_multiple_of=multiple).to(device)
+            if correct_vllm:
+                assert old_logps is not None
+                ratio = importance_sampling_ratio(self, old_logps, sampling_logps, c_mask)
         advantages = advantages.to(device)
         self._log_rewards(groups, every_row, rewards, every_advantage)
         self.last_batch = {
@@ -520,6 +552,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         }
         if old_logps is not None:
             output["old_per_token_logps"] = old_logps
+        if ratio is not None:
+            output["importance_sampling_ratio"] = ratio
+        if sampling_logps is not None:
+            output["sampling_per_token_logps"] = sampling_logps
         if ref_logps is not None:
             output["ref_per_token_logps"] = ref_logps
         return output

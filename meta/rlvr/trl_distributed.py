@@ -78,6 +78,8 @@ class StageRows:
         completions: Decoded completions per row (text, or messages for conversational prompts).
         rewards: One list per row with every reward function's value (``nan`` for ``None``), TRL's order.
         padding: Rows generated only to keep ranks in step (summed over ranks), discarded.
+        sampling_logps: The generation backend's log-probability of each sampled token per row (``None`` entries
+            where vLLM could not score a token), or ``None`` when the backend gives none (transformers' generate).
     """
 
     prompt_ids: list[list[int]]
@@ -85,15 +87,17 @@ class StageRows:
     completions: list[Any]
     rewards: list[list[float]]
     padding: int
+    sampling_logps: list[list[float | None]] | None = None
 
 
 def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict[str, Any]]) -> StageRows:
     """Generate one response per entry of ``prompts`` (the global request) with TRL, spread over the ranks.
 
     Every rank must call this with the same ``prompts`` and ``rows`` (at least one). Rank ``r`` generates and scores
-    its :func:`rank_share` of them, padded to the longest share, through TRL's own ``_generate`` (one sample per row)
-    and ``_calculate_rewards`` (whose gather returns every rank's rewards); the token ids and completions are gathered
-    with accelerate's ``gather_object``.
+    its :func:`rank_share` of them, padded to the longest share, through TRL's own ``_generate`` (one sample per row,
+    so a vLLM server receives the whole stage as one request) and ``_calculate_rewards`` (whose gather returns every
+    rank's rewards); the token ids, completions and sampling log-probabilities are gathered with accelerate's
+    ``gather_object``.
 
     Args:
         trainer: The trainer (an ``AllocatingGRPOTrainer``).
@@ -119,18 +123,23 @@ def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict
     group_size = trainer.num_generations
     trainer.num_generations = 1
     try:
-        prompt_ids, completion_ids, _, completions, _, _, _, _ = trainer._generate(local_prompts)
+        prompt_ids, completion_ids, _, completions, logprobs, _, _, _ = trainer._generate(local_prompts)
     finally:
         trainer.num_generations = group_size
     scored = trainer._calculate_rewards([dict(rows[i]) for i in local], local_prompts, completions, completion_ids)
     gathered = scored.detach().cpu().tolist()  # world * width rows, rank after rank
     rewards = [gathered[r * width + j] for r, (a, b) in enumerate(shares) for j in range(b - a)]
-    mine = [(list(prompt_ids[j]), list(completion_ids[j]), completions[j]) for j in range(stop - start)]
+    # vLLM's per-token log-probabilities travel with their rows (TRL's importance-sampling correction needs them).
+    mine = [
+        (list(prompt_ids[j]), list(completion_ids[j]), completions[j], None if logprobs is None else list(logprobs[j]))
+        for j in range(stop - start)
+    ]
     everyone = mine if world == 1 else gather_object(mine)
     return StageRows(
-        prompt_ids=[p for p, _, _ in everyone],
-        completion_ids=[c for _, c, _ in everyone],
-        completions=[t for _, _, t in everyone],
+        prompt_ids=[p for p, _, _, _ in everyone],
+        completion_ids=[c for _, c, _, _ in everyone],
+        completions=[t for _, _, t, _ in everyone],
         rewards=rewards,
         padding=world * width - n,
+        sampling_logps=None if logprobs is None else [list(lp or []) for _, _, _, lp in everyone],
     )
