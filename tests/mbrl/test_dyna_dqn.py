@@ -449,3 +449,81 @@ def test_training_feedback_never_reads_the_evaluation_episodes() -> None:
             assert a["model_one_step_rmse"] > 0.01  # the model's wrong gravity, seen on real transitions
     with pytest.raises(ValueError, match="controller_feedback"):
         DynaConfig(controller_feedback="evaluations")
+
+
+def _pendulum_cfg(**overrides: object) -> DynaConfig:
+    values: dict[str, object] = {
+        "budget": 400,
+        "phase_length": 200,
+        "rollout_freq": 100,
+        "num_model_rollouts": 64,
+        "learning_starts": 100,
+        "batch_size": 16,
+        "net_arch": [16],
+        "eval_episodes": 1,
+        "model_train_freq": 400,
+        "controller_feedback": "training",
+    }
+    values.update(overrides)
+    return DynaConfig(**values)  # type: ignore[arg-type]
+
+
+def _pendulum_envs(n: int) -> list:
+    import envs  # noqa: F401  (registers the env)
+
+    return [lambda: gym.make("rolloutlab/DiscretePendulum-v0")] * n
+
+
+def test_dyna_uncertainty_cut_truncates_exactly_where_disagreement_passes_xi_times_the_percentile() -> None:
+    """A model whose disagreement grows along every rollout (by 1 per step from 10 + |dtheta| at the start): with
+    MACURA's threshold 2 x P95 of the first step, each imagined rollout that trains Q keeps exactly the steps whose
+    disagreement is at most the threshold and stops at the first one over it."""
+    from mbrl.models.true_dynamics import TruePendulumModel
+
+    class GrowingDisagreement(TruePendulumModel):
+        def predict(self, obs, actions, rng, deterministic=False):  # type: ignore[no-untyped-def]
+            step = super().predict(obs, actions, rng, deterministic)
+            obs64 = np.asarray(obs, np.float64)
+            step.next_obs = obs64 + np.array([0.0, 0.0, 1.0])  # dtheta grows by 1 per model step
+            step.disagreement = obs64[:, 2] + 11.0  # > 0; grows by 1 per step along a rollout
+            return step
+
+    algo = BatchedDynaDQN(_pendulum_envs(1), _pendulum_cfg(), seed=0, models=[GrowingDisagreement()])
+    results = []
+    rollout = algo.model_envs[0].rollout
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        results.append(rollout(*args, **kwargs))
+        return results[-1]
+
+    algo.model_envs[0].rollout = recording  # type: ignore[method-assign]
+    controller = make_controller("uncertainty:95,32,2")
+    driver = RolloutLengthDriver([controller], k_cap=32)
+    feedback = driver.run_phase(algo)[0]
+    assert len(results) == 2  # rollout rounds at env steps 100 and 200
+    total_cut = 0
+    for result in results:
+        first = result.first_step_disagreement
+        threshold = 2.0 * np.percentile(first, 95)
+        # Disagreement at step t of sample n is first[n] + t: kept while it is <= the threshold, at most 32 steps.
+        expected = np.minimum(np.floor(threshold - first).astype(int) + 1, 32).clip(min=0)
+        assert 0 < expected.min() < expected.max() < 32  # every rollout is cut mid-way, each at its own step
+        stored = np.bincount(result.sample_id, minlength=len(first))
+        np.testing.assert_array_equal(stored, expected)
+        disagreement = result.transitions.obs[:, 2] + 11.0
+        assert (disagreement <= threshold).all()
+        assert result.num_uncertainty_cut == int((expected < 32).sum())
+        total_cut += result.num_uncertainty_cut
+    assert feedback["rollout_uncertainty_cut"] == total_cut
+    # What was kept is what trains Q: the model buffer holds exactly the kept transitions of the retained rounds.
+    assert len(algo.model_buffers[0]) == sum(len(r.transitions) for r in results)
+    assert feedback["model_transitions"] == sum(len(r.transitions) for r in results)
+
+
+def test_lookahead_refuses_an_uncertainty_cut() -> None:
+    """Lookahead makes no imagined training data: the cut would have nothing to cut and act as fixed:K_MAX."""
+    algo = BatchedDynaDQN(_envs(1), _tiny_cfg(model_use="lookahead"), seed=0)
+    driver = RolloutLengthDriver([make_controller("uncertainty:95,8,2")], k_cap=algo.cfg.k_cap)
+    with pytest.raises(ValueError, match="model_use='lookahead'"):
+        driver.run_phase(algo)
+    assert algo.steps_done == 0

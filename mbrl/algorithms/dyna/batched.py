@@ -485,7 +485,8 @@ class BatchedDynaDQN:
         Args:
             ks: Rollout length per run for this phase (capped at ``cfg.k_cap``; 0 = no model use).
             truncators: Optional per-run per-step truncation (MACURA-style uncertainty controller); rollouts then run
-                up to ``ks[i]`` steps and stop where :meth:`RolloutTruncator.keep` says so.
+                up to ``ks[i]`` steps and stop where :meth:`RolloutTruncator.keep` says so. Refused with
+                ``model_use="lookahead"``, which makes no imagined rollouts to cut.
 
         Returns:
             One feedback dict per run, evaluated at the end of the phase: the keys of
@@ -497,6 +498,13 @@ class BatchedDynaDQN:
             raise ValueError(f"need {self.num_runs} rollout lengths, got {len(ks)}")
         if any(int(k) < 0 for k in ks):
             raise ValueError(f"rollout lengths must be >= 0, got {list(ks)}")
+        if self.cfg.model_use == "lookahead" and truncators is not None and any(t is not None for t in truncators):
+            # Lookahead makes no imagined training data, so a per-sample cut would have nothing to cut and the
+            # controller would silently act as fixed:K_MAX.
+            raise ValueError(
+                "an uncertainty controller cuts the imagined rollouts that train Q, which DynaConfig.model_use="
+                "'lookahead' does not make; use model_use='dyna' or a rollout-length controller such as fixed:K"
+            )
         steps = min(self.cfg.phase_length, self.budget - self.steps_done)
         if steps <= 0:
             raise RuntimeError(f"budget of {self.budget} env steps is used up")
