@@ -36,10 +36,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mbrl.algorithms.base import episode_step_limit
 from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_norm_per_run
 from mbrl.algorithms.dyna.config import DynaConfig
 from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
 from mbrl.model_env import ModelEnv
+from mbrl.model_error import open_loop_rmse, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.phases import TD_SAMPLE, RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
@@ -117,7 +119,8 @@ class BatchedDynaDQN:
         self.obs_dim = int(obs_space.shape[0])
         spec = self.envs[0].spec
         self.env_id = spec.id if spec is not None else type(self.envs[0].unwrapped).__name__
-        self.max_episode_steps = int(spec.max_episode_steps) if spec is not None and spec.max_episode_steps else 1000
+        # Model episodes stop where the real ones do (model_return_error compares the two).
+        self.max_episode_steps = episode_step_limit(self.envs[0])
         learned = termination is None and termination_fn(self.env_id) is None
         self.termination = termination if termination is not None else termination_fn(self.env_id)
         model_cfg = ModelConfig(
@@ -491,8 +494,10 @@ class BatchedDynaDQN:
         Returns:
             One feedback dict per run, evaluated at the end of the phase: the keys of
             :data:`mbrl.phases.FEEDBACK_KEYS` plus ``train_return`` (mean return of training episodes finished in the
-            phase, NaN if none), ``model_holdout_nmse``, ``rollout_disagreement_mean``, ``k``,
-            ``model_transitions`` (imagined transitions added in the phase), ``epsilon`` and ``seconds``.
+            phase, NaN if none), the open-loop model errors on the run's latest real segments
+            (``model_rmse_h{h}``, ``model_rmse_at_k``; :data:`mbrl.phases.REAL_DATA_KEYS`), ``model_holdout_nmse``,
+            ``rollout_disagreement_mean``, ``k``, ``model_transitions`` (imagined transitions added in the phase),
+            ``epsilon`` and ``seconds``.
         """
         if len(ks) != self.num_runs:
             raise ValueError(f"need {self.num_runs} rollout lengths, got {len(ks)}")
@@ -556,19 +561,48 @@ class BatchedDynaDQN:
         target = self._tensor(batch.reward) + not_done * self.cfg.gamma * next_q
         return (q - target).abs().mean(dim=1).double().cpu().numpy()
 
+    def _latest_real(self, window: int) -> Transitions | None:
+        """Every run's latest ``min(window, size)`` real transitions in the order they were collected,
+        ``[B, n, ...]`` (``None`` while the buffer is empty)."""
+        size = len(self.real)
+        if size == 0:
+            return None
+        n = min(size, window)
+        # Storage positions pos - n .. pos - 1 (mod capacity): consecutive env steps of every run (all runs add one
+        # transition per env step), so a run's rows are its own trajectory, reset observations included.
+        idx = (self.real.pos - n + np.arange(n)) % self.real.capacity
+        return self.real.gather(np.broadcast_to(idx, (self.num_runs, n)))
+
+    def model_open_loop_rmse(self, window: int = TD_SAMPLE, horizon: int | None = None) -> np.ndarray:
+        """Per run, the world model's open-loop ``h``-step next-observation RMSE for ``h = 1 .. horizon`` (default
+        ``cfg.k_cap``) on segments of the run's latest ``window`` real transitions that stay inside one training
+        episode (:func:`mbrl.model_error.open_loop_rmse`), ``[B, horizon]``; NaN where the model is not fitted yet or
+        no segment is that long. The elite choices come from a generator of the run's own, so training is
+        untouched."""
+        horizon = max(int(self.cfg.k_cap if horizon is None else horizon), 1)
+        out = np.full((self.num_runs, horizon), np.nan)
+        batch = self._latest_real(window)
+        if batch is None:
+            return out
+        ends = batch.terminated | batch.truncated
+        for i in range(self.num_runs):
+            if not self.model_fitted[i]:
+                continue
+            rng = np.random.default_rng([self.run_seeds[i], 7_207, self.phase])
+            out[i] = open_loop_rmse(
+                self.models[i], batch.obs[i], batch.action[i], batch.next_obs[i], ends[i], horizon, rng
+            )
+        return out
+
     @torch.no_grad()
     def model_one_step_rmse(self, window: int = TD_SAMPLE) -> np.ndarray:
         """Per run, the world model's one-step next-observation RMSE on the run's latest ``window`` real transitions,
         ``[B]`` (NaN where the model is not fitted yet). Deterministic predictions from a generator of the run's own,
         so training is untouched."""
         out = np.full(self.num_runs, np.nan)
-        size = len(self.real)
-        if size == 0:
+        batch = self._latest_real(window)
+        if batch is None:
             return out
-        n = min(size, window)
-        # The latest n transitions: storage positions pos - n .. pos - 1 (mod capacity).
-        idx = (self.real.pos - n + np.arange(n)) % self.real.capacity
-        batch = self.real.gather(np.broadcast_to(idx, (self.num_runs, n)))
         for i in range(self.num_runs):
             if not self.model_fitted[i]:
                 continue
@@ -585,6 +619,7 @@ class BatchedDynaDQN:
         self.last_evaluation = returns.mean(axis=1)
         from_training = self.cfg.controller_feedback == "training"
         one_step = self.model_one_step_rmse() if from_training else None
+        open_loop = self.model_open_loop_rmse()
         td_errors = self._td_errors()
         feedback = []
         for i in range(self.num_runs):
@@ -604,6 +639,7 @@ class BatchedDynaDQN:
                 "rollout_seconds": stats.get("rollout_seconds", 0.0),
                 "rollout_nonfinite": stats.get("rollout_nonfinite", 0.0),
                 "rollout_uncertainty_cut": stats.get("rollout_uncertainty_cut", 0.0),
+                **rmse_feedback(open_loop[i], self.ks[i]),
             }
             if one_step is not None:
                 fb["model_one_step_rmse"] = float(one_step[i])
