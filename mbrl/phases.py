@@ -26,7 +26,9 @@ Feedback vocabulary (:data:`FEEDBACK_KEYS`, reported by MBPO and Dyna-DQN alike;
   deterministic action, no entropy term), drawn from its own generator so that training is untouched.
 * ``env_steps``, ``budget_fraction``: interaction used so far.
 
-Model error measured on the run's own training data (:data:`REAL_DATA_KEYS`; reported by Dyna-DQN, not by MBPO):
+Measured on the run's own training data only (real transitions, imagined rollouts, training episodes; never an
+evaluation episode): :data:`TRAINING_DATA_KEYS`, reported by Dyna-DQN (:mod:`mbrl.algorithms.dyna.feedback`), not by
+MBPO:
 
 * ``model_one_step_rmse``: one-step next-observation RMSE on the run's latest real transitions (Dyna-DQN with
   ``controller_feedback="training"``).
@@ -34,6 +36,11 @@ Model error measured on the run's own training data (:data:`REAL_DATA_KEYS`; rep
   segments of the latest real transitions inside one training episode, the model fed the actions really taken
   (:func:`mbrl.model_error.open_loop_rmse`; NaN for ``h`` above the learner's ``k_cap``).
 * ``model_rmse_at_k``: their mean over ``h = 1 .. max(K, 1)``, the horizons the current ``K`` uses.
+* ``rollout_disagreement_h1``, ..., ``rollout_disagreement_h32``: mean ensemble disagreement at step ``h`` of the
+  phase's imagined rollouts (NaN where none reached step ``h``; an exact simulator reports 0).
+* ``td_error_imagined``: ``td_error_mean`` on the imagined transitions the run trains on (NaN without any).
+* ``train_return``: mean return of the training episodes finished in the phase (NaN if none);
+  ``train_return_trend``: its change since the previous phase.
 
 Progress keys added by the driver at each decision: ``epoch`` (decision index from 0), ``budget_fraction`` and
 ``current_length`` (the ``K`` in force before this decision).
@@ -64,11 +71,15 @@ FEEDBACK_KEYS: tuple[str, ...] = (
     "env_steps",
     "budget_fraction",
 )
-#: Model-error keys measured on the run's own training data (see the module docstring), reported by Dyna-DQN.
-REAL_DATA_KEYS: tuple[str, ...] = (
+#: Keys measured on the run's own training data only (see the module docstring), reported by Dyna-DQN.
+TRAINING_DATA_KEYS: tuple[str, ...] = (
     "model_one_step_rmse",
     *(f"model_rmse_h{h}" for h in RMSE_HORIZONS),
     "model_rmse_at_k",
+    *(f"rollout_disagreement_h{h}" for h in RMSE_HORIZONS),
+    "td_error_imagined",
+    "train_return",
+    "train_return_trend",
 )
 #: Real transitions behind the ``td_error_mean`` feedback (per run).
 TD_SAMPLE = 1_000
@@ -225,7 +236,7 @@ class RolloutLengthDriver:
 
     def _log_feedback(self, feedback: Sequence[Mapping[str, float]]) -> None:
         assert self.logger is not None
-        for key in (*FEEDBACK_KEYS, *REAL_DATA_KEYS, "rollout_disagreement_mean", "model_transitions"):
+        for key in (*FEEDBACK_KEYS, *TRAINING_DATA_KEYS, "rollout_disagreement_mean", "model_transitions"):
             values = [float(fb[key]) for fb in feedback if key in fb and math.isfinite(float(fb[key]))]
             if values:
                 prefix = "model/" if key.startswith("model_") else "meta/"

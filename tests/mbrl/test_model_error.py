@@ -12,7 +12,7 @@ from mbrl.algorithms.base import episode_step_limit
 from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
 from mbrl.model_error import RMSE_HORIZONS, open_loop_rmse, rmse_feedback
 from mbrl.models.dynamics import ModelStep
-from mbrl.phases import REAL_DATA_KEYS, RolloutLengthDriver
+from mbrl.phases import TRAINING_DATA_KEYS, RolloutLengthDriver
 from meta.control import make_controller
 
 ENV_ID = "rolloutlab/DiscretePendulum-v0"
@@ -91,7 +91,7 @@ def test_open_loop_error_on_real_segments_is_zero_for_the_exact_simulator_and_gr
     driver = RolloutLengthDriver([make_controller("fixed:0")] * len(offsets), k_cap=learner.cfg.k_cap)
     feedback = driver.run_phase(learner)
     for fb in feedback:
-        assert set(REAL_DATA_KEYS) <= set(fb)
+        assert set(TRAINING_DATA_KEYS) <= set(fb)
     keys = [f"model_rmse_h{h}" for h in RMSE_HORIZONS] + ["model_rmse_at_k", "model_one_step_rmse"]
     assert max(feedback[0][k] for k in keys) < 1e-5, {k: feedback[0][k] for k in keys}
     for key in keys:
