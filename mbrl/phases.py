@@ -11,7 +11,13 @@ Feedback vocabulary (:data:`FEEDBACK_KEYS`, reported by MBPO and Dyna-DQN alike;
 
 * ``mean_return``: mean greedy / deterministic return of the latest evaluation.
 * ``model_return_error`` / ``model_length_error``: return and length of model episodes from the evaluation's start
-  states under the same policy, minus the real ones (signed; Bhatia, Thomas & Zilberstein 2022, section 4).
+  states under the same policy, minus the real ones (signed; Bhatia, Thomas & Zilberstein 2022, section 4). Model
+  episodes stop at the real env's step limit, read off its ``TimeLimit`` wrapper when it has no spec
+  (:func:`mbrl.algorithms.base.episode_step_limit`): model episodes that ran longer than the real ones would make even
+  an exact model's error a large negative number. With an exact model both are 0 up to the float32 rounding of the
+  start state, which the closed loop can amplify: the greedy policy may act differently on states 1e-7 apart, and on
+  chaotic dynamics the episodes then part. They measure the policy's sensitivity as much as the model; the open-loop
+  keys below measure the model alone.
 * ``model_holdout_loss`` / ``model_holdout_mse``: world-model holdout NLL and MSE of the latest fit.
 * ``disagreement_mean``: mean ensemble disagreement along those model episodes.
 * ``disagreement_at_k``: the same over their first ``max(K, 1)`` steps, the horizon the current ``K`` uses.
@@ -19,6 +25,22 @@ Feedback vocabulary (:data:`FEEDBACK_KEYS`, reported by MBPO and Dyna-DQN alike;
   :data:`TD_SAMPLE` real transitions (Dyna: the Q-network; MBPO: SAC's first critic, bootstrapping with the
   deterministic action, no entropy term), drawn from its own generator so that training is untouched.
 * ``env_steps``, ``budget_fraction``: interaction used so far.
+
+Measured on the run's own training data only (real transitions, imagined rollouts, training episodes; never an
+evaluation episode): :data:`TRAINING_DATA_KEYS`, reported by Dyna-DQN (:mod:`mbrl.algorithms.dyna.feedback`), not by
+MBPO:
+
+* ``model_one_step_rmse``: one-step next-observation RMSE on the run's latest real transitions (Dyna-DQN with
+  ``controller_feedback="training"``).
+* ``model_rmse_h1``, ``model_rmse_h2``, ..., ``model_rmse_h32``: open-loop ``h``-step next-observation RMSE on
+  segments of the latest real transitions inside one training episode, the model fed the actions really taken
+  (:func:`mbrl.model_error.open_loop_rmse`; NaN for ``h`` above the learner's ``k_cap``).
+* ``model_rmse_at_k``: their mean over ``h = 1 .. max(K, 1)``, the horizons the current ``K`` uses.
+* ``rollout_disagreement_h1``, ..., ``rollout_disagreement_h32``: mean ensemble disagreement at step ``h`` of the
+  phase's imagined rollouts (NaN where none reached step ``h``; an exact simulator reports 0).
+* ``td_error_imagined``: ``td_error_mean`` on the imagined transitions the run trains on (NaN without any).
+* ``train_return``: mean return of the training episodes finished in the phase (NaN if none);
+  ``train_return_trend``: its change since the previous phase.
 
 Progress keys added by the driver at each decision: ``epoch`` (decision index from 0), ``budget_fraction`` and
 ``current_length`` (the ``K`` in force before this decision).
@@ -33,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 from stable_baselines3.common.logger import Logger
 
+from mbrl.model_error import RMSE_HORIZONS
 from meta.control import Controller, RolloutLengthController, UncertaintyTruncation
 
 #: Keys every model-based learner reports at each decision point (see the module docstring).
@@ -47,6 +70,16 @@ FEEDBACK_KEYS: tuple[str, ...] = (
     "td_error_mean",
     "env_steps",
     "budget_fraction",
+)
+#: Keys measured on the run's own training data only (see the module docstring), reported by Dyna-DQN.
+TRAINING_DATA_KEYS: tuple[str, ...] = (
+    "model_one_step_rmse",
+    *(f"model_rmse_h{h}" for h in RMSE_HORIZONS),
+    "model_rmse_at_k",
+    *(f"rollout_disagreement_h{h}" for h in RMSE_HORIZONS),
+    "td_error_imagined",
+    "train_return",
+    "train_return_trend",
 )
 #: Real transitions behind the ``td_error_mean`` feedback (per run).
 TD_SAMPLE = 1_000
@@ -203,7 +236,7 @@ class RolloutLengthDriver:
 
     def _log_feedback(self, feedback: Sequence[Mapping[str, float]]) -> None:
         assert self.logger is not None
-        for key in (*FEEDBACK_KEYS, "rollout_disagreement_mean", "model_transitions"):
+        for key in (*FEEDBACK_KEYS, *TRAINING_DATA_KEYS, "rollout_disagreement_mean", "model_transitions"):
             values = [float(fb[key]) for fb in feedback if key in fb and math.isfinite(float(fb[key]))]
             if values:
                 prefix = "model/" if key.startswith("model_") else "meta/"

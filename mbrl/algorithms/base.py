@@ -67,6 +67,7 @@ __all__ = [
     "config_with_inputs",
     "env_id_of",
     "episode_seed",
+    "episode_step_limit",
     "eval_env_factory",
     "given_objects",
     "make_env",
@@ -94,6 +95,22 @@ def env_id_of(env: gym.Env) -> str:
     """
     spec = env.spec
     return spec.id if spec is not None else type(env.unwrapped).__name__
+
+
+def episode_step_limit(env: gym.Env, default: int = 1000) -> int:
+    """The number of steps after which ``env`` truncates an episode: its outermost ``TimeLimit`` wrapper's limit, else
+    its spec's ``max_episode_steps``, else ``default``.
+
+    The wrapper comes first because an env object wrapped by hand (``gym.wrappers.TimeLimit(MyEnv(), 200)``) has no
+    spec; model episodes that are compared with real ones must stop where the real ones do.
+    """
+    current: Any = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, gym.wrappers.TimeLimit):
+            return int(current._max_episode_steps)
+        current = current.env
+    spec = env.spec
+    return int(spec.max_episode_steps) if spec is not None and spec.max_episode_steps else int(default)
 
 
 class _KeepOpen(gym.Wrapper[Any, Any, Any, Any]):

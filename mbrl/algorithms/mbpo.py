@@ -36,7 +36,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from mbrl.algorithms.base import ControllerInput, EnvInput, ModelBasedRun, config_with_inputs
+from mbrl.algorithms.base import ControllerInput, EnvInput, ModelBasedRun, config_with_inputs, episode_step_limit
 from mbrl.buffers import MixedReplayBuffer, ModelBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import ModelConfig
@@ -297,7 +297,7 @@ class MBPO(ModelBasedRun[MBPOConfig]):
                 "disagreement_at_k": nan,
             }
         env = self.make_eval_env()
-        max_steps = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
+        max_steps = episode_step_limit(env)
         starts, returns, lengths = [], [], []
         for e in range(cfg.model_error_episodes):
             obs, _ = env.reset(seed=cfg.seed + 20_000 + 1_000 * e + self.decided_epoch)

@@ -2,8 +2,9 @@
 MACURA-style uncertainty truncation, and :func:`make_controller`, which builds them from specs.
 
 Specs (grammar and registry: :mod:`meta.control.spec`): ``fixed:K``, ``linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX``,
-``inc:K_MAX``, ``dec:K_MAX``, ``incdec:K_MAX``, ``uncertainty:PERCENTILE[,K_MAX]``, ``random:K_INIT,K_CAP[,SEED]`` and
-``learned:PATH`` (a trained meta-policy, :class:`meta.rollout_length.learned.LearnedController`). Numpy only.
+``inc:K_MAX``, ``dec:K_MAX``, ``incdec:K_MAX``, ``uncertainty:PERCENTILE[,K_MAX[,XI]]``,
+``random:K_INIT,K_CAP[,SEED]`` and ``learned:PATH`` (a trained meta-policy,
+:class:`meta.rollout_length.learned.LearnedController`). Numpy only.
 
 Feedback keys used by the rollout-length controllers here (all optional unless a controller says otherwise):
 
@@ -186,23 +187,30 @@ class UncertaintyTruncation(RolloutLengthController):
     """MACURA-style adaptive length: stop each imagined rollout once the ensemble disagrees too much.
 
     Frauenknecht et al. 2024 (MACURA) cut every model rollout at the first step whose model uncertainty exceeds a
-    threshold, and calibrate that threshold per batch of rollouts as a quantile of the uncertainty at the *first*
-    step, where the model is queried on real states. Here uncertainty is the ensemble disagreement reported by the
-    world model (std across elites of the predicted mean), and the threshold is its ``percentile``-th percentile at
-    step 0. :meth:`decide` returns the longest allowed length ``k_max``; the rollout code calls :meth:`keep` at each
-    step with that step's disagreement and stops the rollouts for which it returns ``False``.
+    threshold ``xi * P_zeta``, where ``P_zeta`` is the ``zeta``-th percentile of the uncertainty at the *first* step
+    (where the model is queried on real states), recomputed for every batch of rollouts; MACURA uses ``xi = 2``,
+    ``zeta = 95``. Here uncertainty is the ensemble disagreement reported by the world model (std across elites of
+    the predicted mean, averaged over output dims). :meth:`decide` returns the longest allowed length ``k_max``; the
+    rollout code calls :meth:`keep` at each step with that step's disagreement and stops the rollouts for which it
+    returns ``False`` (their transition at that step is not stored). Only rollouts that make training data can be
+    cut: Dyna-DQN with ``model_use="lookahead"`` refuses this controller.
 
     Args:
-        percentile: Percentile (0-100] of the first-step disagreement used as the threshold.
+        percentile: ``zeta``, the percentile (0-100] of the first-step disagreement.
         k_max: Longest rollout length.
+        xi: Multiplier of the percentile, ``> 0``. The default 1 (the threshold is the percentile itself) keeps the
+            meaning of specs written before the multiplier existed (``uncertainty:95,8``); MACURA's is 2
+            (``uncertainty:95,32,2``).
     """
 
-    def __init__(self, percentile: float, k_max: int = 32) -> None:
+    def __init__(self, percentile: float, k_max: int = 32, xi: float = 1.0) -> None:
         if not 0.0 < percentile <= 100.0:
             raise ValueError(f"percentile must be in (0, 100], got {percentile}")
         if k_max < 0:
             raise ValueError(f"k_max must be >= 0, got {k_max}")
-        self.percentile, self.k_max = float(percentile), int(k_max)
+        if not (math.isfinite(xi) and xi > 0):
+            raise ValueError(f"the multiplier xi must be finite and > 0, got {xi}")
+        self.percentile, self.k_max, self.xi = float(percentile), int(k_max), float(xi)
         self.threshold: float | None = None
 
     def decide(self, feedback: Feedback) -> int:
@@ -215,7 +223,7 @@ class UncertaintyTruncation(RolloutLengthController):
         """Which rollouts may continue past ``step`` (0-based) given their disagreement there.
 
         Args:
-            step: Rollout step index; step 0 (re)calibrates the threshold.
+            step: Rollout step index; step 0 (re)calibrates the threshold to ``xi`` times the percentile.
             disagreement: ``[N]`` array of ensemble disagreement at this step.
 
         Returns:
@@ -223,14 +231,15 @@ class UncertaintyTruncation(RolloutLengthController):
         """
         values = np.asarray(disagreement, dtype=np.float64)
         if step == 0 or self.threshold is None:
-            self.threshold = float(np.percentile(values, self.percentile)) if values.size else math.inf
+            self.threshold = self.xi * float(np.percentile(values, self.percentile)) if values.size else math.inf
         return values <= self.threshold
 
     def state_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold}
 
     def __repr__(self) -> str:
-        return f"UncertaintyTruncation({self.percentile:g}, k_max={self.k_max})"
+        xi = "" if self.xi == 1.0 else f", xi={self.xi:g}"
+        return f"UncertaintyTruncation({self.percentile:g}, k_max={self.k_max}{xi})"
 
 
 # --- spec factories (named in meta.control.spec.SPECS) ------------------------------------------------------------
@@ -252,10 +261,12 @@ def budget_linear_from_spec(spec: Spec) -> BudgetLinear:
 
 
 def uncertainty_from_spec(spec: Spec) -> UncertaintyTruncation:
-    """``uncertainty:PERCENTILE[,K_MAX]``."""
-    percentile, *k_max = spec.numbers("PERCENTILE[,K_MAX]", 1, 2, whole=(1,))
+    """``uncertainty:PERCENTILE[,K_MAX[,XI]]`` (K_MAX default 32, XI default 1; MACURA: ``uncertainty:95,32,2``)."""
+    percentile, *rest = spec.numbers("PERCENTILE[,K_MAX[,XI]]", 1, 3, whole=(1,))
+    k_max = int(rest[0]) if rest else 32
+    xi = float(rest[1]) if len(rest) > 1 else 1.0
     try:
-        return UncertaintyTruncation(percentile, *(int(k) for k in k_max))
+        return UncertaintyTruncation(percentile, k_max, xi)
     except ValueError as exc:
         raise ValueError(f"controller spec {spec.text!r}: {exc}") from exc
 
@@ -269,7 +280,7 @@ def make_controller(spec: str) -> RolloutLengthController:
     """Build a rollout-length controller from a spec such as ``fixed:5`` or ``linear:20,150,1,15``.
 
     The specs: ``fixed:K``, ``linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX``, ``inc:K_MAX``, ``dec:K_MAX``, ``incdec:K_MAX``,
-    ``uncertainty:PERCENTILE[,K_MAX]``, ``random:K_INIT,K_CAP[,SEED]``, ``learned:PATH`` (a ``meta_policy.pt`` or
+    ``uncertainty:PERCENTILE[,K_MAX[,XI]]``, ``random:K_INIT,K_CAP[,SEED]``, ``learned:PATH`` (a ``meta_policy.pt`` or
     the run directory holding it; loading it imports torch and SB3).
 
     Raises:

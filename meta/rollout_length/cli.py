@@ -102,7 +102,7 @@ def evaluate(
         str,
         typer.Option(
             help="Comma-separated arms: controller specs (fixed:K, dec:K_MAX, inc:K_MAX, incdec:K_MAX, "
-            "linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX, uncertainty:PERCENTILE,K_MAX, random:K_INIT,K_CAP[,SEED], "
+            "linear:EPOCH_A,EPOCH_B,H_MIN,H_MAX, uncertainty:PERCENTILE,K_MAX[,XI], random:K_INIT,K_CAP[,SEED], "
             "learned:PATH) and dqn_zoo."
         ),
     ] = _DEFAULT_ARMS,

@@ -98,6 +98,25 @@ def test_uncertainty_truncation() -> None:
         make_controller("uncertainty:0")
 
 
+def test_uncertainty_threshold_is_xi_times_the_first_step_percentile() -> None:
+    """MACURA's threshold xi * P_zeta: the third spec argument is xi; specs without it keep xi = 1."""
+    first = np.array([0.1, 0.2, 0.3, 0.4, 0.5])  # 75th percentile 0.4
+    macura = make_controller("uncertainty:75,16,2")
+    assert isinstance(macura, UncertaintyTruncation) and (macura.k_max, macura.xi) == (16, 2.0)
+    np.testing.assert_array_equal(macura.keep(0, first), [True] * 5)  # 2 x 0.4 = 0.8 keeps every first step
+    assert macura.threshold == pytest.approx(0.8)
+    np.testing.assert_array_equal(macura.keep(5, np.array([0.79, 0.81])), [True, False])
+    old = make_controller("uncertainty:75,16")
+    assert isinstance(old, UncertaintyTruncation) and old.xi == 1.0
+    old.keep(0, first)
+    assert old.threshold == pytest.approx(0.4)
+    assert make_controller("uncertainty:95").k_max == 32  # type: ignore[attr-defined]
+    assert "xi=2" in repr(macura) and "xi" not in repr(old)
+    for bad in ("uncertainty:95,32,0", "uncertainty:95,32,-1", "uncertainty:95,32,2,1", "uncertainty:95,32.5"):
+        with pytest.raises(ValueError, match="uncertainty"):
+            make_controller(bad)
+
+
 def test_registered_names() -> None:
     assert {"inc", "dec", "incdec", "uncertainty"} <= set(available_controllers())
 
@@ -131,7 +150,7 @@ def test_random_spec_round_trips_state_dict() -> None:
 DOCUMENTED_SPECS = [
     "fixed:0", "fixed:1", "fixed:5", "fixed:16", "fixed:32", "dec:32", "inc:32", "incdec:8", "incdec:32",
     "linear:0,5,1,32", "linear:20,100,1,15", "linear:20,150,1,15", "uncertainty:95", "uncertainty:95,10",
-    "uncertainty:95,32", "random:0,32", "random:0,32,3",
+    "uncertainty:95,32", "uncertainty:95,32,2", "random:0,32", "random:0,32,3",
 ]  # fmt: skip
 
 

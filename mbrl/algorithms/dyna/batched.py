@@ -36,12 +36,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mbrl.algorithms.base import episode_step_limit
 from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_norm_per_run
+from mbrl.algorithms.dyna import feedback as measure
 from mbrl.algorithms.dyna.config import DynaConfig
 from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
 from mbrl.model_env import ModelEnv
+from mbrl.model_error import RMSE_HORIZONS, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
-from mbrl.phases import TD_SAMPLE, RolloutTruncator
+from mbrl.phases import RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
@@ -117,7 +120,8 @@ class BatchedDynaDQN:
         self.obs_dim = int(obs_space.shape[0])
         spec = self.envs[0].spec
         self.env_id = spec.id if spec is not None else type(self.envs[0].unwrapped).__name__
-        self.max_episode_steps = int(spec.max_episode_steps) if spec is not None and spec.max_episode_steps else 1000
+        # Model episodes stop where the real ones do (model_return_error compares the two).
+        self.max_episode_steps = episode_step_limit(self.envs[0])
         learned = termination is None and termination_fn(self.env_id) is None
         self.termination = termination if termination is not None else termination_fn(self.env_id)
         model_cfg = ModelConfig(
@@ -172,6 +176,8 @@ class BatchedDynaDQN:
         self.last_evaluation = np.full(b, np.nan)
         #: Per run, decisions where lookahead was overruled for lack of trust (``lookahead_trust``).
         self.untrusted_decisions = np.zeros(b, np.int64)
+        #: Per run, ``train_return`` of the latest phase, ``[B]`` (what ``train_return_trend`` compares with).
+        self.last_train_return = np.full(b, np.nan)
 
     # --- DQN pieces -------------------------------------------------------------------------------------------
 
@@ -421,6 +427,10 @@ class BatchedDynaDQN:
             stats["rollout_uncertainty_cut"] = stats.get("rollout_uncertainty_cut", 0.0) + result.num_uncertainty_cut
             if result.disagreement_by_step:
                 stats["rollout_disagreement_mean"] = float(np.mean(result.disagreement_by_step))
+            # Per-step sums weighted by the samples alive there, for the phase's rollout_disagreement_h{h}.
+            for t, (mean, alive) in enumerate(zip(result.disagreement_by_step, result.alive_by_step, strict=True)):
+                stats[f"disagreement_sum_{t}"] = stats.get(f"disagreement_sum_{t}", 0.0) + mean * alive
+                stats[f"disagreement_count_{t}"] = stats.get(f"disagreement_count_{t}", 0.0) + alive
         self.rollout_round += 1
 
     # --- evaluation -------------------------------------------------------------------------------------------
@@ -485,18 +495,28 @@ class BatchedDynaDQN:
         Args:
             ks: Rollout length per run for this phase (capped at ``cfg.k_cap``; 0 = no model use).
             truncators: Optional per-run per-step truncation (MACURA-style uncertainty controller); rollouts then run
-                up to ``ks[i]`` steps and stop where :meth:`RolloutTruncator.keep` says so.
+                up to ``ks[i]`` steps and stop where :meth:`RolloutTruncator.keep` says so. Refused with
+                ``model_use="lookahead"``, which makes no imagined rollouts to cut.
 
         Returns:
             One feedback dict per run, evaluated at the end of the phase: the keys of
             :data:`mbrl.phases.FEEDBACK_KEYS` plus ``train_return`` (mean return of training episodes finished in the
-            phase, NaN if none), ``model_holdout_nmse``, ``rollout_disagreement_mean``, ``k``,
-            ``model_transitions`` (imagined transitions added in the phase), ``epsilon`` and ``seconds``.
+            phase, NaN if none), the open-loop model errors on the run's latest real segments
+            (``model_rmse_h{h}``, ``model_rmse_at_k``; :data:`mbrl.phases.TRAINING_DATA_KEYS`), ``model_holdout_nmse``,
+            ``rollout_disagreement_mean``, ``k``, ``model_transitions`` (imagined transitions added in the phase),
+            ``epsilon`` and ``seconds``.
         """
         if len(ks) != self.num_runs:
             raise ValueError(f"need {self.num_runs} rollout lengths, got {len(ks)}")
         if any(int(k) < 0 for k in ks):
             raise ValueError(f"rollout lengths must be >= 0, got {list(ks)}")
+        if self.cfg.model_use == "lookahead" and truncators is not None and any(t is not None for t in truncators):
+            # Lookahead makes no imagined training data, so a per-sample cut would have nothing to cut and the
+            # controller would silently act as fixed:K_MAX.
+            raise ValueError(
+                "an uncertainty controller cuts the imagined rollouts that train Q, which DynaConfig.model_use="
+                "'lookahead' does not make; use model_use='dyna' or a rollout-length controller such as fixed:K"
+            )
         steps = min(self.cfg.phase_length, self.budget - self.steps_done)
         if steps <= 0:
             raise RuntimeError(f"budget of {self.budget} env steps is used up")
@@ -526,49 +546,6 @@ class BatchedDynaDQN:
             fb["seconds"] = elapsed
         return feedback
 
-    @torch.no_grad()
-    def _td_errors(self) -> np.ndarray:
-        """Per run, the mean absolute one-step TD error of the Q-network against its target network on up to
-        :data:`TD_SAMPLE` of the run's real transitions (``td_error_mean``: how far value learning is from a fixed
-        point on the data it has). The sample comes from its own generator, so training is untouched."""
-        size = len(self.real)
-        if size == 0:
-            return np.full(self.num_runs, np.nan)
-        n = min(size, TD_SAMPLE)
-        idx = np.stack(
-            [
-                np.random.default_rng([self.run_seeds[i], 104_729, self.phase]).choice(size, n, replace=False)
-                for i in range(self.num_runs)
-            ]
-        )
-        batch = self.real.gather(idx)
-        q = self.q(self._tensor(batch.obs)).gather(-1, self._tensor(batch.action).unsqueeze(-1)).squeeze(-1)
-        next_q = self.q_target(self._tensor(batch.next_obs)).max(dim=-1).values
-        not_done = 1.0 - self._tensor(batch.terminated, torch.float32)
-        target = self._tensor(batch.reward) + not_done * self.cfg.gamma * next_q
-        return (q - target).abs().mean(dim=1).double().cpu().numpy()
-
-    @torch.no_grad()
-    def model_one_step_rmse(self, window: int = TD_SAMPLE) -> np.ndarray:
-        """Per run, the world model's one-step next-observation RMSE on the run's latest ``window`` real transitions,
-        ``[B]`` (NaN where the model is not fitted yet). Deterministic predictions from a generator of the run's own,
-        so training is untouched."""
-        out = np.full(self.num_runs, np.nan)
-        size = len(self.real)
-        if size == 0:
-            return out
-        n = min(size, window)
-        # The latest n transitions: storage positions pos - n .. pos - 1 (mod capacity).
-        idx = (self.real.pos - n + np.arange(n)) % self.real.capacity
-        batch = self.real.gather(np.broadcast_to(idx, (self.num_runs, n)))
-        for i in range(self.num_runs):
-            if not self.model_fitted[i]:
-                continue
-            rng = np.random.default_rng([self.run_seeds[i], 6_661, self.phase])
-            step = self.models[i].predict(batch.obs[i], batch.action[i], rng, deterministic=True)
-            out[i] = float(np.sqrt(np.mean((np.asarray(step.next_obs) - batch.next_obs[i]) ** 2)))
-        return out
-
     def _feedback(self) -> list[dict[str, float]]:
         """The end-of-phase report per run: greedy evaluation, model errors along model episodes, model fit; with
         ``controller_feedback="training"`` only training data (see :class:`~mbrl.algorithms.dyna.DynaConfig`)."""
@@ -576,26 +553,32 @@ class BatchedDynaDQN:
         returns, lengths, starts = self._greedy_episodes(self.cfg.eval_episodes, None, seed_offset=self.phase)
         self.last_evaluation = returns.mean(axis=1)
         from_training = self.cfg.controller_feedback == "training"
-        one_step = self.model_one_step_rmse() if from_training else None
-        td_errors = self._td_errors()
+        one_step = measure.one_step_rmse(self) if from_training else None
+        open_loop = measure.open_loop_rmse_by_run(self)
+        td_errors, td_imagined = measure.real_td_errors(self), measure.imagined_td_errors(self)
         feedback = []
         for i in range(self.num_runs):
             stats = self._phase_stats[i]
             episodes = stats.get("episodes", 0.0)
             train_return = stats.get("return_sum", 0.0) / episodes if episodes else nan
+            previous, self.last_train_return[i] = self.last_train_return[i], train_return
             fb: dict[str, float] = {
                 "mean_return": train_return if from_training else float(returns[i].mean()),
                 "train_return": train_return,
+                "train_return_trend": train_return - previous,  # NaN unless both phases finished an episode
                 "env_steps": float(self.steps_done),
                 "budget_fraction": self.steps_done / self.budget,
                 "k": float(self.ks[i]),
                 "td_error_mean": float(td_errors[i]),
+                "td_error_imagined": float(td_imagined[i]),
                 "epsilon": self.exploration_rate(),
                 "model_transitions": stats.get("model_transitions", 0.0),
                 "rollout_disagreement_mean": stats.get("rollout_disagreement_mean", nan),
                 "rollout_seconds": stats.get("rollout_seconds", 0.0),
                 "rollout_nonfinite": stats.get("rollout_nonfinite", 0.0),
                 "rollout_uncertainty_cut": stats.get("rollout_uncertainty_cut", 0.0),
+                **rmse_feedback(open_loop[i], self.ks[i]),
+                **self._disagreement_by_step(i),
             }
             if one_step is not None:
                 fb["model_one_step_rmse"] = float(one_step[i])
@@ -617,6 +600,17 @@ class BatchedDynaDQN:
             fb["model_restored_after_nan"] = metrics.get("model/restored_after_nan", 0.0)
             feedback.append(fb)
         return feedback
+
+    def _disagreement_by_step(self, run: int) -> dict[str, float]:
+        """``rollout_disagreement_h{h}``: the mean ensemble disagreement at step ``h`` (1-based) of the phase's imagined
+        rollouts, over the samples alive there, for ``h`` in :data:`~mbrl.model_error.RMSE_HORIZONS` (NaN where no
+        rollout of the phase reached step ``h``: ``K < h``, ``K = 0``, or every sample was cut or ended before)."""
+        stats = self._phase_stats[run]
+        out = {}
+        for h in RMSE_HORIZONS:
+            count = stats.get(f"disagreement_count_{h - 1}", 0.0)
+            out[f"rollout_disagreement_h{h}"] = stats[f"disagreement_sum_{h - 1}"] / count if count else float("nan")
+        return out
 
     @property
     def done(self) -> bool:
@@ -652,6 +646,7 @@ class BatchedDynaDQN:
             "model_updates": torch.as_tensor(self.model_updates).clone(),
             "trust_reference": torch.as_tensor(self.trust_reference).clone(),
             "untrusted_decisions": torch.as_tensor(self.untrusted_decisions).clone(),
+            "last_train_return": torch.as_tensor(self.last_train_return).clone(),
             "run_seeds": list(self.run_seeds),
         }
 
@@ -688,6 +683,8 @@ class BatchedDynaDQN:
         if "trust_reference" in state:  # snapshots from before lookahead_trust have no reference yet
             self.trust_reference = state["trust_reference"].numpy().copy()
             self.untrusted_decisions = state["untrusted_decisions"].numpy().copy()
+        if "last_train_return" in state:  # snapshots from before the return trend have none: the next trend is NaN
+            self.last_train_return = state["last_train_return"].numpy().copy()
         self.obs = state["obs"].numpy().astype(np.float32).copy()
         self.episode_return = state["episode_return"].numpy().copy()
         self.episodes = state["episodes"].numpy().copy()

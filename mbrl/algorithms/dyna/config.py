@@ -125,7 +125,9 @@ class DynaConfig:
             training episodes finished in the phase (NaN if none), the keys measured along evaluation episodes
             (``model_return_error``, ``model_length_error``, ``disagreement_mean``, ``disagreement_at_k``) are NaN,
             ``model_one_step_rmse`` is the model's one-step next-observation RMSE on the run's latest real
-            transitions, and the evaluation's returns are kept apart in ``BatchedDynaDQN.last_evaluation``.
+            transitions, and the evaluation's returns are kept apart in ``BatchedDynaDQN.last_evaluation``. The
+            other keys of :data:`mbrl.phases.TRAINING_DATA_KEYS` (open-loop model errors, disagreement by rollout step,
+            TD error on imagined data, the training-return trend) come from training data in both modes.
         device: Where the Q-networks, their optimizer and the learned world models compute: ``cpu`` (the default,
             the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
             (:func:`rolloutlab.device.resolve_device`). Buffers, environments and every random draw stay on the CPU.
