@@ -337,6 +337,9 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         },
         "probability_of_improvement": comparisons,
         "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
+        "best_schedule_estimates": {
+            name: {"value": e.value, "ci95": [e.low, e.high]} for name, e in estimates[best_schedule].items()
+        },
         "target_met": {
             meta: bool(
                 comparisons[meta][best_schedule]["ci95"][0] > 0.5
@@ -353,6 +356,26 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         "protocol": test_protocol(args),
         "command": "python experiments/meta/model_error_study.py summary",
     }
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The summary as a markdown table: one row per arm, P(META beats the arm) per meta-agent."""
+    metas = [arm for arm in summary["arms"] if arm.startswith("meta_")]
+    head = ["arm", "runs", "mean [95% CI]", "median", "IQM [95% CI]"] + [f"P({m} > arm)" for m in metas]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, entry in summary["arms"].items():
+        cells = [
+            f"`{arm}`",
+            str(len(entry["scores"])),
+            f"{entry['mean']:.1f} [{entry['mean_ci95'][0]:.1f}, {entry['mean_ci95'][1]:.1f}]",
+            f"{entry['median']:.1f}",
+            f"{entry['iqm']:.1f} [{entry['iqm_ci95'][0]:.1f}, {entry['iqm_ci95'][1]:.1f}]",
+        ]
+        for meta in metas:
+            p = summary["probability_of_improvement"][meta].get(arm)
+            cells.append("" if p is None else f"{p['p']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_schedules(summary: dict[str, Any], path: Path) -> None:
@@ -404,6 +427,7 @@ def main(args: Args) -> None:
     summary = summarize(args, list(records.values()))
     atomic_write_json(args.out, summary)
     plot_schedules(summary, Path(args.out).with_name("model_error_schedules.png"))
+    Path(args.out).with_name("model_error_table.md").write_text(table(summary))
     for arm, entry in summary["arms"].items():
         print(f"{arm:<14} mean {entry['mean']:8.1f}  median {entry['median']:8.1f}  IQM {entry['iqm']:8.1f}")
     print(f"best schedule {summary['best_schedule']}; target met {summary['target_met']}")

@@ -60,6 +60,8 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     best = summary["best_schedule"]
     assert summary["versus_best_schedule"]["meta_direct"] == summary["probability_of_improvement"]["meta_direct"][best]
     assert (tmp_path / "model_error_schedules.png").exists()
+    rows = (tmp_path / "model_error_table.md").read_text().splitlines()
+    assert len(rows) == 2 + 5 and rows[-1].startswith("| `meta_direct` | 2 |")
     # The same run seeds and offsets in every arm; the fixed arms hold their K.
     unit = json.loads((tmp_path / "units" / "test" / "runs000.json").read_text())
     assert unit["arms"]["fixed:32"]["schedules"] == [[32, 32, 32]] * 2
