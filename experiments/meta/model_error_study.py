@@ -48,6 +48,7 @@ from rolloutlab.checkpoint import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[2]
+SMALL_OFFSET = 0.45  # rad: below it the gate's best fixed K was 8-32, above it 0 (results/headroom.json)
 SCHEDULES = tuple([f"fixed:{k}" for k in FIXED_KS] + ["dec:32", "inc:32", "incdec:32", "random:1,32"])
 
 
@@ -202,11 +203,17 @@ def test_deltas(args: Args, first_run: int, runs: int) -> list[float]:
     return [float(np.random.default_rng([args.test_seed, 9_311, first_run + i]).uniform(lo, hi)) for i in range(runs)]
 
 
+def _portable(spec: str) -> str:
+    """A spec with this checkout's path left out (``learned:/abs/repo/runs/x`` -> ``learned:runs/x``), so that a
+    saved unit matches in any clone."""
+    return spec.replace(f"{REPO}/", "")
+
+
 def test_protocol(args: Args) -> dict[str, Any]:
     """What must match for a saved test unit to be reused."""
     return {
         "inner": {k: v for k, v in dataclasses.asdict(args.inner).items() if k not in ("arms", "bins", "parameter")},
-        "arms": arm_specs(args),
+        "arms": {name: _portable(spec) for name, spec in arm_specs(args).items()},
         "test_error": args.test_error,
         "seeds_per_unit": args.seeds_per_unit,
         "test_seed": args.test_seed,
@@ -319,6 +326,20 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         for other in schedules:
             p = probability_of_improvement(scores[meta], scores[other], seed=args.test_seed, reps=args.bootstrap_reps)
             comparisons[meta][other] = {"p": p.value, "ci95": [p.low, p.high]}
+    schedules_by_offset: dict[str, Any] = {}
+    for meta in metas:
+        ks = np.array([s for r in records for s in r["arms"][meta]["schedules"]], dtype=float)
+        half = ks.shape[1] // 2
+        schedules_by_offset[meta] = {}
+        for name, (low, high) in {"small": (0.0, SMALL_OFFSET), "large": (SMALL_OFFSET, np.inf)}.items():
+            rows = ks[(np.array(deltas) >= low) & (np.array(deltas) < high)]
+            schedules_by_offset[meta][name] = {
+                "runs": len(rows),
+                "mean_k_first_half": float(rows[:, :half].mean()) if len(rows) else None,
+                "mean_k_second_half": float(rows[:, half:].mean()) if len(rows) else None,
+                "share_k0_second_half": float((rows[:, half:] == 0).mean()) if len(rows) else None,
+                "share_k32_second_half": float((rows[:, half:] == 32).mean()) if len(rows) else None,
+            }
     lo, hi = parse_range(args.train_error)
     outside = np.array([not lo <= d <= hi for d in deltas])
     return {
@@ -337,6 +358,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         },
         "probability_of_improvement": comparisons,
         "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
+        "schedules_by_offset": schedules_by_offset,
         "best_schedule_estimates": {
             name: {"value": e.value, "ci95": [e.low, e.high]} for name, e in estimates[best_schedule].items()
         },
@@ -423,7 +445,9 @@ def main(args: Args) -> None:
                 record = json.loads(unit.path.read_text())
                 if record.get("protocol") == wanted:
                     records[unit.path.name] = record
-    assert records is not None
+    if not records:
+        where = Path(args.out_dir) / "test"
+        raise SystemExit(f"no test units saved under this protocol in {where}: run the test stage")
     summary = summarize(args, list(records.values()))
     atomic_write_json(args.out, summary)
     plot_schedules(summary, Path(args.out).with_name("model_error_schedules.png"))
