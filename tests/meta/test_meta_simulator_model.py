@@ -49,7 +49,7 @@ def test_each_run_gets_its_own_model_error_and_the_real_env_stays_nominal() -> N
     assert [m.angle_offset for m in learner.models] == offsets  # type: ignore[union-attr]
     assert all(learner.compute_matched)  # type: ignore[union-attr]
     for _ in range(3):
-        obs, reward, done, infos = venv.step(np.array([3, 0, 3]))
+        obs, _reward, done, infos = venv.step(np.array([3, 0, 3]))
     assert done.all()
     # The model-error feature reads the model's one-step error on the run's own real data: it orders the runs by
     # their offset (all three saw the same nominal env).
