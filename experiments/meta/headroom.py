@@ -32,7 +32,9 @@ Why the angle offset. The first try scaled gravity by 1 + delta (bins 0, -0.3, -
 best or near best in every bin, so the per-bin oracle gained only +12.5 (s.e. 8.5). A model with weaker gravity still
 points at the right goal. An offset model does not: its reward pays for holding the pendulum at the wrong angle, and
 its error leaves the real task untouched (K = 0 is the same run in every bin). Calibration (3 paired seeds per
-offset, 10k env steps; K = 0 scores -272 at every offset): ``fixed:32`` scores -163 / -163 / -274 / -470 / -795 at
+offset, 10k env steps; K = 0 scores -272 at every offset; ``--bins 0:0,0.15:0.15,0.3:0.3,0.6:0.6,1.0:1.0 --arms
+fixed:0,fixed:2,fixed:8,fixed:32 --seeds 3 --seeds-per-unit 3 --out-dir results/headroom_calibration --out
+results/headroom_calibration.json``): ``fixed:32`` scores -163 / -163 / -274 / -470 / -795 at
 offsets 0 / 0.15 / 0.3 / 0.6 / 1.0 rad (model one-step RMSE 0 / 0.057 / 0.11 / 0.20 / 0.30), ``fixed:8`` -265 / -234 /
 -215 / -424 / -708: long K wins with a small offset, every K > 0 loses to K = 0 from about 0.5 on. The default bins
 put two bins below and one above that crossover, and one (0.35-0.5) near it. Size: 10 seeds x 9 arms x 4 bins = 360
