@@ -95,6 +95,10 @@ def test_readme_quotes_the_committed_timings() -> None:
     assert f"`make run` took {_minutes(make_run['wall_seconds'])}" in readme
     assert "`experiments/cli/make_run_time.py` → `experiments/cli/results/make_run.json`" in readme
     assert "`experiments/cli/make_test_time.py` → `experiments/cli/results/make_test.json`" in readme
+    fresh = json.loads((results / "make_run_fresh.json").read_text())
+    assert fresh["command"] == "make run" and fresh["fresh_clone"] and fresh["installs_environment"]
+    assert f"{_minutes(fresh['wall_seconds'])} on a fresh clone" in readme
+    assert "--out experiments/cli/results/make_run_fresh.json" in readme
     if (results / "make_test.json").is_file():
         make_test = json.loads((results / "make_test.json").read_text())
         assert f"`make test` took {_minutes(make_test['wall_seconds'])}" in readme
