@@ -30,9 +30,11 @@ that is not whole groups.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tempfile
+import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,12 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import trl
-from packaging.version import Version
 from transformers import TrainerCallback
-from trl import GRPOTrainer
-from trl.data_utils import is_conversational
-from trl.trainer.utils import add_fused_lm_head, nanstd, pad
 
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.allocators.reuse import ResponseBuffer
@@ -53,11 +50,37 @@ from meta.rlvr.allocators.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.token.temperature import EntropyTemperature
+from meta.rlvr.trl_config import AdaptiveRolloutConfig, resolve_rollout_settings
+from meta.rlvr.trl_internals import (
+    GRPOTrainer,
+    add_fused_lm_head,
+    calculate_rewards,
+    generate_rows,
+    is_conversational,
+    nanstd,
+    pad,
+)
+from meta.rlvr.trl_limits import (
+    SUPPORTED_TRL,
+    check_group_size,
+    check_trl_version,
+    config_refusals,
+    fit_to_budget,
+    row_budget,
+)
+from meta.rlvr.trl_metrics import SessionCount, StepClock, per_prompt_mean
 from rolloutlab.run_state import generator_state, set_generator_state
 
-#: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
-#: ``GRPOTrainer`` methods, which TRL may change in any minor release.
-SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
+__all__ = [
+    "STATE_FILE",
+    "SUPPORTED_TRL",
+    "AdaptiveRolloutConfig",
+    "AllocatingGRPOTrainer",
+    "TemperatureCallback",
+    "check_trl_version",
+    "set_temperature",
+]
+
 #: File the adapter's own state is saved to inside each TRL checkpoint directory.
 STATE_FILE = "rolloutlab_rlvr_state.json"
 #: The generation metrics TRL appends once per ``_generate`` call; the adapter pools them over a step's stages.
@@ -70,23 +93,6 @@ _GENERATION_METRICS = (
     "completions/min_terminated_length",
     "completions/max_terminated_length",
 )
-
-
-def check_trl_version(version: str) -> None:
-    """Refuse a TRL outside :data:`SUPPORTED_TRL` (``[low, high)``) with the reason and the range.
-
-    Raises:
-        ImportError: ``version`` is outside the range.
-    """
-    low, high = SUPPORTED_TRL
-    if not low <= Version(version) < high:
-        raise ImportError(
-            f"meta.rlvr.trl supports TRL >={low},<{high} (it overrides private GRPOTrainer methods, tested on those "
-            f"releases); found trl {version}. Install the tested range: pip install 'trl>={low},<{high}'"
-        )
-
-
-check_trl_version(trl.__version__)
 
 
 def _default_key(row: dict[str, Any]) -> str:
@@ -172,23 +178,48 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        allocator: Allocator,
+        allocator: Allocator | None = None,
         stats: StatsTable | None = None,
         prompt_key: Callable[[dict[str, Any]], str] = _default_key,
         correctness_reward: str | None = None,
         length_penalty: AdaptiveLengthPenalty | None = None,
-        reuse_capacity: int = 4,
+        reuse_capacity: int | None = None,
+        max_rows_per_step: int | None = None,
         **kwargs: Any,
     ) -> None:
+        # Everything the config alone decides is checked before GRPOTrainer.__init__ loads a model or starts vLLM.
+        call = inspect.signature(GRPOTrainer.__init__).bind_partial(self, *args, **kwargs).arguments
+        config = call.get("args")
+        if config is None:
+            raise ValueError(
+                "AllocatingGRPOTrainer needs args: an AdaptiveRolloutConfig (or a GRPOConfig) with the batch it trains"
+            )
+        settings = resolve_rollout_settings(config, allocator, correctness_reward, reuse_capacity, max_rows_per_step)
+        allocator = settings.allocator
+        reasons = config_refusals(
+            config,
+            peft_config=call.get("peft_config"),
+            tools=call.get("tools"),
+            rollout_func=call.get("rollout_func"),
+            environment_factory=call.get("environment_factory"),
+            max_rows_per_step=settings.max_rows_per_step,
+        )
+        if reasons:
+            raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
+        check_group_size(allocator, config.num_generations)
         super().__init__(*args, **kwargs)
         self._refuse_unsupported()
         names = list(self.reward_func_names)
+        correctness_reward = settings.correctness_reward
         if correctness_reward is None:
             self.correctness_index = 0
         elif correctness_reward in names:
             self.correctness_index = names.index(correctness_reward)
         else:
             raise ValueError(f"correctness_reward {correctness_reward!r} is not one of the reward functions {names}")
+        reuse_capacity = settings.reuse_capacity
+        #: Rows one stage call may generate and one step may train (:func:`meta.rlvr.trl_limits.row_budget`).
+        self.max_rows_per_step = row_budget(config, settings.max_rows_per_step)
         self.allocator = allocator
         self.rlvr_stats = stats if stats is not None else StatsTable()
         self.prompt_key = prompt_key
@@ -204,37 +235,22 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._refill_rng = np.random.default_rng(self.args.seed)
         self._prompts_drawn = 0
         self._epochs_ended = 0
+        self._clock = StepClock()
+        self._session = SessionCount()
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, TemperatureCallback):
                 callback.trainer = self
 
     def _refuse_unsupported(self) -> None:
-        args: Any = self.args
+        """What only the built trainer shows (the config's settings were checked before it was built)."""
         reasons = []
-        if self.use_vllm:
-            reasons.append(
-                "vLLM generation (server mode generates num_generations per G-th prompt, which mispairs variable "
-                "per-prompt counts, and neither mode is tested with the adapter): set use_vllm=False"
-            )
         if self.accelerator.num_processes > 1:
             reasons.append(
                 f"{self.accelerator.num_processes} processes: the staged protocol needs every group's rewards in one "
                 "process; run single-process"
             )
-        if self.tools or self.environment_factories is not None:
-            reasons.append("tools / environments: the adapter generates single-turn completions only")
-        if self.rollout_func is not None:
-            reasons.append("a custom rollout_func: the adapter owns generation")
-        if args.steps_per_generation != 1:
-            reasons.append(
-                f"steps_per_generation={args.steps_per_generation}: TRL splits a generation batch into equal slices, "
-                "and the adapter's batches vary in size; use steps_per_generation=1 (raise per_device_train_batch_size "
-                "instead of accumulating)"
-            )
-        if self.multi_objective_aggregation != "sum_then_normalize":
-            reasons.append("multi_objective_aggregation other than 'sum_then_normalize'")
         if self.beta != 0.0 and self.ref_model is None:
-            reasons.append("a KL term (beta != 0) without a separate reference model (PEFT)")
+            reasons.append(f"beta={self.beta} without a separate reference model (a PEFT model): set beta=0.0")
         if reasons:
             raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
 
@@ -244,6 +260,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         heads = self._group_heads(inputs)
         before = self.ledger.as_dict()
+        self._clock = StepClock()
         marks = {k: len(self._metrics["train"][k]) for k in _GENERATION_METRICS}
         groups = self._rollout(heads)
         self.last_allocation = [sum(not r for r in g.reused) for g in groups]
@@ -260,6 +277,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             rounds += 1
         dropped += kept[len(heads) :]
         kept = kept[: len(heads)]
+        while len(kept) > 1 and sum(len(g.completion_ids) for g in kept) > self.max_rows_per_step:
+            dropped.append(kept.pop())  # refill rounds can bring more rows than one round's budget
         for g in dropped:
             ids = g.generated_ids()
             self.ledger.dropped_responses += len(ids)
@@ -293,6 +312,9 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             metrics[f"ledger/step_{name}"].append(float(value))
         metrics["rlvr/groups_kept"].append(float(self.last_step["groups_kept"]))
         metrics["rlvr/refill_rounds"].append(float(rounds))
+        for name, value in self._clock.metrics().items():
+            metrics[name].append(value)
+        self._session.add(step)
         return output
 
     def _group_heads(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -320,7 +342,13 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._count_prompts(len(rows))
 
         def generate(counts: list[int], stage: int) -> None:
-            self._sample_stage(groups, counts, stage)
+            # The step's rows stay within the budget the user configured (max_rows_per_step opts into more).
+            fitted = fit_to_budget(counts, self.max_rows_per_step - sum(len(g.completion_ids) for g in groups))
+            self._clock.rows_cut += sum(counts) - sum(fitted)
+            start = time.perf_counter()
+            self._sample_stage(groups, fitted, stage)
+            if sum(fitted):
+                self._clock.stage_seconds.append(time.perf_counter() - start)
 
         run_stages(
             self.allocator, [g.key for g in groups], self.rlvr_stats, generate, lambda: [g.correct for g in groups]
@@ -333,7 +361,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if self.response_buffer is not None:
             for g in groups:
                 stored = reuse_or_store(self.response_buffer, g.key, g.generated_ids(), g.generated_correct())
-                if stored is not None:
+                if stored is not None and sum(len(h.completion_ids) for h in groups) < self.max_rows_per_step:
                     self._inject(g, stored.tokens, stored.reward)
         return groups
 
@@ -342,16 +370,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if not request:
             return
         prompts = [groups[i].row["prompt"] for i in request]
-        # num_generations is what TRL's generation backends read to decide how many samples a prompt gets; the
-        # adapter's rows are already one per response.
-        group_size = self.num_generations
-        self.num_generations = 1
-        try:
-            prompt_ids, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
-        finally:
-            self.num_generations = group_size
+        out = generate_rows(self, prompts)
+        prompt_ids, completion_ids, completions = out.prompt_ids, out.completion_ids, out.completions
         rows = [dict(groups[i].row) for i in request]
-        rewards = self._calculate_rewards(rows, prompts, completions, completion_ids).detach().cpu().tolist()
+        rewards = calculate_rewards(self, rows, prompts, completions, completion_ids)
         for j, i in enumerate(request):
             self._append(groups[i], list(prompt_ids[j]), list(completion_ids[j]), completions[j], rewards[j], False)
             self.ledger.responses += 1
@@ -377,8 +399,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         """AR3PO reuse: score the stored response with every reward function, keep its stored correctness."""
         text = self.processing_class.batch_decode([tokens], skip_special_tokens=True)[0]  # type: ignore[union-attr]
         completion: Any = [{"role": "assistant", "content": text}] if is_conversational(g.row) else text
-        rewards = self._calculate_rewards([dict(g.row)], [g.row["prompt"]], [completion], [tokens])
-        row = rewards.detach().cpu().tolist()[0]
+        row = calculate_rewards(self, [dict(g.row)], [g.row["prompt"]], [completion], [list(tokens)])[0]
         row[self.correctness_index] = float(reward)
         assert g.prompt_ids is not None  # reuse needs a generated response, hence its prompt ids
         self._append(g, g.prompt_ids, list(tokens), completion, row, True)
@@ -522,6 +543,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             metrics[f"rewards/{name}/mean"].append(torch.nanmean(per_func[:, i]).item())
             metrics[f"rewards/{name}/std"].append(nanstd(per_func[:, i]).item())
         metrics["reward"].append(torch.nanmean(rewards).item())
+        sizes = [len(g.completion_ids) for g in groups]
+        metrics["rlvr/reward_per_prompt"].append(per_prompt_mean(rewards.tolist(), sizes))
         metrics["reward_std"].append(nanstd(rewards).item())
         metrics["frac_reward_zero_std"].append(float(np.mean([not is_mixed(g.correct) for g in groups])))
         metrics["rlvr/rows_per_group"].append(float(np.mean([len(g.completion_ids) for g in groups])))
@@ -531,6 +554,19 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         for i, name in enumerate(self.reward_func_names):
             logs["rewards"][name].extend(per_func[:, i].tolist())
         logs["advantages"].extend(advantages.detach().cpu().tolist())
+
+    # --- logging ------------------------------------------------------------------------------------------------
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """``GRPOTrainer.train``; the returned metrics hold the real speeds (:mod:`meta.rlvr.trl_metrics`)."""
+        self._session = SessionCount()
+        return super().train(*args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # TRL's train_samples_per_second counts the loader's nominal rows; the real speeds go beside it. The dict is
+        # the one train() returns, so they reach TrainOutput.metrics too.
+        if "train_runtime" in logs:
+            logs.update(self._session.speeds(logs["train_runtime"]))
+        super().log(logs, start_time)
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
     def rlvr_state_dict(self) -> dict[str, Any]:

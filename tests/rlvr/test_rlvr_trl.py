@@ -296,10 +296,6 @@ def test_unsupported_settings_are_refused_with_the_reason(tmp_path: Path, monkey
     with pytest.raises(ValueError, match="correctness_reward 'exact' is not one of"):
         _trainer(tmp_path, Fixed([G]), zero, correctness_reward="exact")
     trainer = _trainer(tmp_path, Fixed([G]), zero)
-    trainer.use_vllm = True
-    with pytest.raises(ValueError, match=r"vLLM generation .* mispairs"):
-        trainer._refuse_unsupported()
-    trainer.use_vllm = False
     with monkeypatch.context() as patch:
         patch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
         with pytest.raises(ValueError, match="2 processes"):
