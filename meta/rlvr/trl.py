@@ -312,8 +312,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             metrics[f"ledger/step_{name}"].append(float(value))
         metrics["rlvr/groups_kept"].append(float(self.last_step["groups_kept"]))
         metrics["rlvr/refill_rounds"].append(float(rounds))
-        for name, value in self._clock.metrics().items():
-            metrics[name].append(value)
+        for key, seconds_or_count in self._clock.metrics().items():
+            metrics[key].append(seconds_or_count)
         self._session.add(step)
         return output
 

@@ -67,9 +67,8 @@ def _fake_trl(root: Path, version: str) -> Path:
 @pytest.mark.parametrize("module", ["meta.rlvr.trl", "meta.rlvr.trl_config"])
 def test_an_unsupported_trl_is_refused_with_the_range_before_trl_is_imported(tmp_path: Path, module: str) -> None:
     fake = _fake_trl(tmp_path / "site", "1.9.0")
-    code = (
-        f"import sys\ntry:\n    import {module}\nexcept ImportError as e:\n    print(e)\n    print('trl' in sys.modules)"
-    )
+    code = f"import sys\ntry:\n    import {module}\nexcept ImportError as e:\n    print(e)\n"
+    code += "    print('trl' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": f"{fake}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     lines = out.stdout.strip().splitlines()
