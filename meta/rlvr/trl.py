@@ -1,13 +1,17 @@
-"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL 1.16).
+"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL >=1.16,<1.17).
 
-TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
+The documented path is a config: :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig` (``GRPOConfig`` plus
+``allocator``, ``correctness_reward``, ``reuse_capacity``, ``max_rows_per_step``) passed as ``args`` to
+:class:`AllocatingGRPOTrainer`. TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
 :class:`AllocatingGRPOTrainer` replaces TRL's "sample ``G`` per prompt" with rolloutlab's staged protocol
 (:mod:`meta.rlvr.allocators.staging`), the same one the compact trainer follows:
 
 1. the allocator sets each prompt's first-stage count, then after each stage how many more it gets given the
    correctness rewards seen so far this step (AR3PO, DARS); counts may exceed ``G``;
-2. every stage samples only the responses asked for, through TRL's own generation path (``_generate``), and scores
-   them with TRL's reward functions (``_calculate_rewards``);
+2. every stage samples only the responses asked for, through TRL's own generation path, and scores them with TRL's
+   reward functions (the private TRL names the adapter uses are all in :mod:`meta.rlvr.trl_internals`); a step's
+   rows never exceed ``per_device_train_batch_size`` (the allocator's requests are cut to it, largest counts first)
+   unless ``max_rows_per_step`` opts into more;
 3. AR3PO response reuse injects a stored correct response into an all-wrong group; the allocator's ``keep`` drops
    groups (DAPO's zero-variance filter) and DAPO's ``refill`` draws fresh prompts from the training set;
 4. the training batch holds only the kept groups' real rows, with GRPO advantages computed per group of any size
@@ -20,12 +24,16 @@ reward named by ``correctness_reward`` (default: the first one); advantages use 
 A :class:`~meta.rlvr.allocators.staging.CostLedger` (:attr:`AllocatingGRPOTrainer.ledger`) counts generated responses
 and tokens, prompt tokens read, rows and tokens trained, reuse and drops; it is logged as ``ledger/*`` (cumulative) and
 ``ledger/step_*`` (per step). TRL's own ``num_tokens`` and ``completions/*`` metrics count the generated rows only.
+Per-prompt reward, stage count and latency, and real throughput are logged beside TRL's metrics
+(:mod:`meta.rlvr.trl_metrics`).
 
 :func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
 latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
-works from ``callbacks=[...]``. Refused with the reason: vLLM, several processes, tools/environments, custom
-``rollout_func``, ``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch
-that is not whole groups.
+works from ``callbacks=[...]``. Refused with the user's setting named, before the parent constructor loads a model or
+starts a backend (:mod:`meta.rlvr.trl_limits`): vLLM, tools/environments, a custom ``rollout_func``,
+``steps_per_generation != 1`` (gradient accumulation works with ``steps_per_generation=1``), ``normalize_then_sum``,
+a KL term with PEFT, a uniform G other than ``num_generations``; after it: several processes, a batch that is not
+whole groups.
 """
 
 from __future__ import annotations
@@ -154,7 +162,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
 
     Args:
         *args: Passed to ``GRPOTrainer``.
-        allocator: Decides the responses per prompt, stage by stage (:func:`meta.rlvr.allocators.make_allocator`).
+        allocator: Decides the responses per prompt, stage by stage (:func:`meta.rlvr.allocators.make_allocator`);
+            ``None``: built from ``args.allocator`` (an :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig`).
         stats: Per-prompt statistics (a fresh table if ``None``); updated with the correctness reward after every
             step.
         prompt_key: Maps a dataset row to the statistics / reuse key (default: the ``prompt`` field as a string).
@@ -162,17 +171,24 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             verifier's correctness; default: the first reward function.
         length_penalty: Optional ALP: the summed reward of each response is shaped with its group's own solve rate
             (Xiang et al. 2025, eq. 2) before advantages are computed.
-        reuse_capacity: Correct responses kept per prompt for reuse (allocators with ``reuse``, e.g. AR3PO).
+        reuse_capacity: Correct responses kept per prompt for reuse (allocators with ``reuse``, e.g. AR3PO); ``None``:
+            the config's, or 4.
+        max_rows_per_step: Opt-in ceiling on a step's rows (per stage call and trained) above
+            ``per_device_train_batch_size``; ``None``: the config's, or the batch the user set.
         **kwargs: Passed to ``GRPOTrainer``.
 
+    The rollout settings may come from the keyword arguments or from an ``AdaptiveRolloutConfig``, not both.
+
     Raises:
-        ValueError: an unsupported TRL setting (see the module docstring) or an unknown ``correctness_reward``.
+        ValueError: an unsupported TRL setting (see the module docstring), no allocator, a setting given twice, or an
+            unknown ``correctness_reward``.
 
     Attributes:
         ledger: Cumulative :class:`~meta.rlvr.allocators.staging.CostLedger`.
         last_allocation: Responses generated per prompt of the most recent step's first batch (all stages).
         last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch.
         last_step: The most recent step's ledger increase and group counts.
+        max_rows_per_step: The row budget of a step (:func:`meta.rlvr.trl_limits.row_budget`).
     """
 
     def __init__(
