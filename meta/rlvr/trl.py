@@ -2,7 +2,9 @@
 
 The documented path is a config: :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig` (``GRPOConfig`` plus
 ``allocator``, ``correctness_reward``, ``reuse_capacity``, ``max_rows_per_step``) passed as ``args`` to
-:class:`AllocatingGRPOTrainer`. TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
+:class:`AllocatingGRPOTrainer`.
+
+TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
 :class:`AllocatingGRPOTrainer` replaces TRL's "sample ``G`` per prompt" with rolloutlab's staged protocol
 (:mod:`meta.rlvr.allocators.staging`), the same one the compact trainer follows:
 
