@@ -76,6 +76,7 @@ from meta.rlvr.trl_limits import (
     check_trl_version,
     config_refusals,
     fit_to_budget,
+    groups_within_budget,
     row_budget,
 )
 from meta.rlvr.trl_metrics import SessionCount, StepClock, per_prompt_mean
@@ -295,8 +296,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             rounds += 1
         dropped += kept[len(heads) :]
         kept = kept[: len(heads)]
-        while len(kept) > 1 and sum(len(g.completion_ids) for g in kept) > self.max_rows_per_step:
-            dropped.append(kept.pop())  # refill rounds can bring more rows than one round's budget
+        # Refill rounds can bring more rows than one round's budget; the trained batch keeps to it.
+        fits = groups_within_budget([len(g.completion_ids) for g in kept], self.max_rows_per_step)
+        dropped += kept[fits:]
+        kept = kept[:fits]
         for g in dropped:
             ids = g.generated_ids()
             self.ledger.dropped_responses += len(ids)
@@ -306,6 +309,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             # Nothing survived the filter: train on every generated row with zero advantage, a step that moves the
             # policy only through the KL term (if any), instead of a batch TRL cannot build.
             kept = [g for g in every if g.completion_ids]
+            kept = kept[: groups_within_budget([len(g.completion_ids) for g in kept], self.max_rows_per_step)]
             learn = False
             if not kept:
                 raise ValueError(

@@ -187,3 +187,18 @@ def fit_to_budget(counts: Sequence[int], room: int) -> list[int]:
             out[i] += 1
             left -= 1
     return out
+
+
+def groups_within_budget(group_sizes: Sequence[int], budget: int) -> int:
+    """How many leading groups fit in ``budget`` rows together (at least one, so a batch is never empty).
+
+    Args:
+        group_sizes: Rows per group, in batch order.
+        budget: Rows the step may train.
+    """
+    total = 0
+    for n, size in enumerate(group_sizes):
+        total += int(size)
+        if total > budget:
+            return max(n, 1)
+    return len(group_sizes)

@@ -17,10 +17,10 @@ pytest.importorskip("trl")
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from meta.rlvr import AR3PO, Uniform
+from meta.rlvr import AR3PO, DynamicSampling, Uniform
 from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trl import AdaptiveRolloutConfig, AllocatingGRPOTrainer
-from meta.rlvr.trl_limits import fit_to_budget, require_supported_trl
+from meta.rlvr.trl_limits import fit_to_budget, groups_within_budget, require_supported_trl
 from meta.rlvr.trl_metrics import per_prompt_mean
 from tests.rlvr.test_rlvr_trl import Fixed, G, _config, _dataset, _model, _trainer
 
@@ -177,6 +177,30 @@ def test_rows_per_step_stay_within_the_batch_unless_the_user_opts_in(tmp_path: P
     opted = _trainer(tmp_path, Fixed([8]), [parity], config=_config(tmp_path, max_steps=1), max_rows_per_step=32)
     opted.train()
     assert opted.last_batch["group_sizes"] == [8, 8, 8, 8] and opted.ledger.rows_trained == 32
+
+
+def test_groups_within_budget_counts_the_leading_groups_that_fit() -> None:
+    assert groups_within_budget([4, 4, 4, 4], 16) == 4
+    assert groups_within_budget([4, 4, 4, 4, 4], 16) == 4
+    assert groups_within_budget([6, 6, 6], 16) == 2
+    assert groups_within_budget([20], 16) == 1
+
+
+def test_a_dapo_step_with_nothing_kept_trains_no_more_than_the_batch(tmp_path: Path) -> None:
+    def wrong(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
+        return [0.0] * len(prompts)
+
+    # Every group is all-wrong: DAPO refills twice (3 rounds x 16 rows generated) and trains with zero advantage.
+    trainer = _trainer(
+        tmp_path,
+        DynamicSampling(G, max_rounds=2),
+        [wrong],
+        config=_config(tmp_path, max_steps=1),
+        train_dataset=_dataset(12),
+    )
+    trainer.train()
+    assert trainer.ledger.responses == 48
+    assert trainer.ledger.rows_trained == 16 == sum(trainer.last_batch["group_sizes"])
 
 
 def test_reuse_is_skipped_when_the_budget_is_full(tmp_path: Path) -> None:
