@@ -237,7 +237,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         else:
             raise ValueError(f"correctness_reward {correctness_reward!r} is not one of the reward functions {names}")
         reuse_capacity = settings.reuse_capacity
-        #: Rows one stage call may generate and one step may train (:func:`meta.rlvr.trl_limits.row_budget`).
+        # Rows one stage call may generate and one step may train (max_rows_per_step, else the configured batch).
         self.max_rows_per_step = row_budget(config, settings.max_rows_per_step)
         self.allocator = allocator
         self.rlvr_stats = stats if stats is not None else StatsTable()

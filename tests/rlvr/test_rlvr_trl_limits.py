@@ -80,6 +80,26 @@ def test_an_unsupported_trl_is_refused_with_the_range_before_trl_is_imported(tmp
     assert lines[1] == "False", "TRL was imported before the version check"
 
 
+def test_only_trl_internals_imports_trl_or_calls_its_private_generation() -> None:
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "meta" / "rlvr").rglob("*.py")):
+        if path.name == "trl_internals.py":
+            continue
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            offenders += [f"{path.name}: import {n}" for n in names if n == "trl" or n.startswith("trl.")]
+        if path.name.startswith("trl"):  # the compact trainer has a _generate of its own
+            offenders += [f"{path.name}: {call}" for call in ("._generate(", "._calculate_rewards(") if call in text]
+    assert offenders == []
+
+
 def test_a_missing_trl_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     from importlib import metadata
 
