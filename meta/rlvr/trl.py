@@ -33,7 +33,8 @@ Per-prompt reward, stage count and latency, and real throughput are logged besid
 latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
 works from ``callbacks=[...]``. Refused with the user's setting named, before the parent constructor loads a model or
 starts a backend (:mod:`meta.rlvr.trl_limits`): vLLM, tools/environments, a custom ``rollout_func``,
-``steps_per_generation != 1`` (gradient accumulation works with ``steps_per_generation=1``), ``normalize_then_sum``,
+``steps_per_generation > 1`` with a loss other than ``dapo`` / ``cispo`` (gradient accumulation works with
+``steps_per_generation=1`` for every loss), ``normalize_then_sum``,
 a KL term with PEFT, a uniform G other than ``num_generations``; after it: several processes, a batch that is not
 whole groups.
 """
@@ -69,6 +70,7 @@ from meta.rlvr.trl_internals import (
     is_conversational,
     nanstd,
     pad,
+    pad_to_slices,
 )
 from meta.rlvr.trl_limits import (
     SUPPORTED_TRL,
@@ -554,7 +556,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             output["old_per_token_logps"] = old_logps
         if ref_logps is not None:
             output["ref_per_token_logps"] = ref_logps
-        return output
+        return pad_to_slices(output, config.steps_per_generation)
 
     def _log_rewards(
         self, groups: list[_Group], rows: list[tuple[_Group, int]], rewards: torch.Tensor, advantages: torch.Tensor

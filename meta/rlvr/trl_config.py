@@ -39,8 +39,9 @@ class AdaptiveRolloutConfig(GRPOConfig):
         max_rows_per_step: Opt-in ceiling on the rows one step generates per stage call and trains, above
             ``per_device_train_batch_size``; ``None`` keeps the rows the user configured
             (``per_device_train_batch_size``), and an allocator that asks for more is cut to it.
-        steps_per_generation: As in ``GRPOConfig``, but 1 by default (the adapter supports only 1): gradient
-            accumulation then samples a fresh batch for every micro-batch.
+        steps_per_generation: As in ``GRPOConfig``, but 1 by default: gradient accumulation then samples a fresh batch
+            for every micro-batch, which works with every ``loss_type`` (slicing one generation into several
+            micro-batches, TRL's default, works with ``dapo`` and ``cispo`` only).
     """
 
     allocator: str | None = field(default=None, metadata={"help": "rolloutlab allocator spec, e.g. ar3po:2,4"})

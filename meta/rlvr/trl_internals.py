@@ -17,12 +17,17 @@ What is private, and why each is needed:
   model rewards, the ``trainer_state`` and dataset-column keyword arguments).
 * ``trl.trainer.utils.add_fused_lm_head``: re-patched by :func:`meta.rlvr.trl.set_temperature`, because TRL bakes the
   temperature of the loss's log-probabilities into a fused head at construction.
+* ``GRPOTrainer._prepare_inputs``'s convention (not overridden): the batch ``_generate_and_score_completions``
+  returns is shuffled and cut into ``steps_per_generation`` equal slices, rows beyond a multiple dropped;
+  :func:`pad_to_slices` makes the adapter's variable-size batch a multiple.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from meta.rlvr.trl_limits import require_supported_trl
 
@@ -44,6 +49,7 @@ __all__ = [
     "is_conversational",
     "nanstd",
     "pad",
+    "pad_to_slices",
 ]
 
 #: Length of the tuple ``GRPOTrainer._generate`` returns in the supported releases: prompt_ids, completion_ids,
@@ -99,3 +105,34 @@ def calculate_rewards(
     """Every reward function's value for each row (NaN where a function returned ``None``), shape rows x functions."""
     rewards = trainer._calculate_rewards(rows, prompts, completions, ids)
     return rewards.detach().cpu().tolist()
+
+
+def pad_to_slices(batch: dict[str, Any], slices: int) -> dict[str, Any]:
+    """Pad a training batch with inert rows to a multiple of ``slices`` rows, so TRL's equal slicing drops nothing.
+
+    A filler row copies the batch's first row (its prompt keeps the attention finite) with an all-zero completion
+    mask and zero advantage, so it adds nothing to a masked token sum: with a loss normalised by
+    ``num_items_in_batch`` (``dapo``, ``cispo``: the generation batch's real tokens) the summed slice losses equal the
+    unsliced batch's loss exactly.
+
+    Args:
+        batch: The adapter's batch (row tensors of shape ``(rows, ...)`` and the 0-d ``num_items_in_batch``).
+        slices: ``steps_per_generation``.
+
+    Returns:
+        The batch with ``(-rows) % slices`` filler rows appended (the same dict if none are needed).
+    """
+    rows = int(batch["completion_ids"].size(0))
+    extra = (-rows) % int(slices)
+    if extra == 0:
+        return batch
+    out: dict[str, Any] = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.ndim > 0 and value.size(0) == rows:
+            filler = value[:1].expand(extra, *value.shape[1:]).clone()
+            if key in ("completion_mask", "advantages"):
+                filler = torch.zeros_like(filler)
+            out[key] = torch.cat([value, filler])
+        else:
+            out[key] = value
+    return out

@@ -4,9 +4,10 @@ Three kinds of limit, each refused with one sentence that names the user's own s
 
 * the TRL release (:data:`SUPPORTED_TRL`), read from the installed package's metadata so that an unsupported TRL is
   refused before ``import trl`` can fail on a private name the adapter uses (:mod:`meta.rlvr.trl_internals`);
-* the ``GRPOConfig`` settings and trainer arguments the adapter cannot honour (:func:`config_refusals`), checked in
-  the adapter's ``__init__`` before ``GRPOTrainer.__init__`` loads a model or starts a vLLM backend, and a uniform
-  allocator whose G disagrees with ``num_generations`` (:func:`check_group_size`);
+* the ``GRPOConfig`` settings and trainer arguments the adapter cannot honour (:func:`config_refusals`; one
+  generation sliced into ``steps_per_generation`` micro-batches only with the losses in :data:`SLICEABLE_LOSSES`),
+  checked in the adapter's ``__init__`` before ``GRPOTrainer.__init__`` loads a model or starts a vLLM backend, and a
+  uniform allocator whose G disagrees with ``num_generations`` (:func:`check_group_size`);
 * the rows a step may train and generate (:func:`row_budget`, :func:`fit_to_budget`): by default the rows TRL's
   loader hands over, ``per_device_train_batch_size`` (times ``steps_per_generation``), so an allocator that asks for
   more per prompt than ``num_generations`` cannot raise memory above what the user configured unless they opt in
@@ -63,10 +64,15 @@ def require_supported_trl() -> str:
     return version
 
 
+#: Loss types whose normaliser is the generation batch's token count (``num_items_in_batch``), so TRL's slicing of one
+#: generation into ``steps_per_generation`` micro-batches sums to the unsliced loss whatever the slices hold.
+SLICEABLE_LOSSES = ("dapo", "cispo")
+
+
 def _accumulation_refusal(args: Any) -> str | None:
-    """Why ``steps_per_generation > 1`` is refused, named by the setting the user most likely wrote."""
+    """Why ``steps_per_generation > 1`` is refused for this loss, named by the setting the user most likely wrote."""
     steps = int(args.steps_per_generation)
-    if steps == 1:
+    if steps == 1 or args.loss_type in SLICEABLE_LOSSES:
         return None
     accumulation = int(args.gradient_accumulation_steps)
     # GRPOConfig fills steps_per_generation from gradient_accumulation_steps when neither it nor
@@ -76,9 +82,10 @@ def _accumulation_refusal(args: Any) -> str | None:
     else:
         setting = f"steps_per_generation={steps} (generation_batch_size={args.generation_batch_size})"
     return (
-        f"{setting}: TRL then slices one generation into {steps} equal micro-batches, and the adapter's batches vary "
-        "in size; set steps_per_generation=1, which keeps gradient accumulation but samples a fresh batch for every "
-        "micro-batch (AdaptiveRolloutConfig does this by default)"
+        f"{setting} with loss_type={args.loss_type!r}: TRL then slices one generation into {steps} equal micro-batches "
+        "and this loss normalises each slice by its own rows, which the adapter's variable group sizes would skew; "
+        f"use loss_type='dapo' or 'cispo', or set steps_per_generation=1, which keeps gradient accumulation but "
+        "samples a fresh batch for every micro-batch (AdaptiveRolloutConfig does this by default)"
     )
 
 

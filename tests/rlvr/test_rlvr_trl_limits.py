@@ -143,30 +143,33 @@ def test_other_config_refusals_name_the_users_setting(tmp_path: Path) -> None:
         _unloadable(_config(tmp_path))
 
 
-def test_gradient_accumulation_is_refused_by_the_users_own_setting(tmp_path: Path) -> None:
+def test_sliced_accumulation_is_refused_by_the_users_own_setting_for_row_normalised_losses(tmp_path: Path) -> None:
     # GRPOConfig turns gradient_accumulation_steps=2 into steps_per_generation=2: the message names what was set.
     with pytest.raises(
-        ValueError, match=r"does not support gradient_accumulation_steps=2 .*set steps_per_generation=1"
+        ValueError, match=r"does not support gradient_accumulation_steps=2 .* loss_type='grpo'.*steps_per_generation=1"
     ):
-        _unloadable(_config(tmp_path, gradient_accumulation_steps=2), allocator=AR3PO())
+        _unloadable(_config(tmp_path, gradient_accumulation_steps=2, loss_type="grpo"), allocator=AR3PO())
     with pytest.raises(ValueError, match=r"does not support steps_per_generation=3 \(generation_batch_size=48\)"):
-        _unloadable(_config(tmp_path, steps_per_generation=3), allocator=AR3PO())
+        _unloadable(_config(tmp_path, steps_per_generation=3, loss_type="dr_grpo"), allocator=AR3PO())
 
 
-def test_gradient_accumulation_with_one_step_per_generation_trains_exactly_as_plain_trl(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sliced", [False, True])
+def test_gradient_accumulation_trains_exactly_as_plain_trl(tmp_path: Path, sliced: bool) -> None:
+    """Accumulating 2 micro-batches, each a fresh generation (steps_per_generation=1, AdaptiveRolloutConfig's default)
+    or one generation cut in 2 (TRL's default for GRPOConfig, here with the dapo loss)."""
+
     def run(adapter: bool) -> list[torch.Tensor]:
-        overrides: dict[str, Any] = dict(max_steps=2, gradient_accumulation_steps=2, steps_per_generation=1)
+        overrides: dict[str, Any] = dict(max_steps=2, gradient_accumulation_steps=2)
         kwargs: dict[str, Any] = dict(
             model=_model(),
             reward_funcs=[parity],
             train_dataset=_dataset(8),
             processing_class=CharTokenizer(),
         )
+        overrides["steps_per_generation"] = 2 if sliced else 1
         if adapter:
-            # The config path: steps_per_generation defaults to 1 there, so accumulation works as written.
-            overrides.pop("steps_per_generation")
             config = _adaptive(tmp_path / "a", allocator=f"uniform:{G}", **overrides)
-            assert config.steps_per_generation == 1 and config.gradient_accumulation_steps == 2
+            assert config.gradient_accumulation_steps == 2 and config.steps_per_generation == (2 if sliced else 1)
             trainer: GRPOTrainer = AllocatingGRPOTrainer(args=config, **kwargs)
         else:
             trainer = GRPOTrainer(args=_config(tmp_path / "p", **overrides), **kwargs)
@@ -175,6 +178,39 @@ def test_gradient_accumulation_with_one_step_per_generation_trains_exactly_as_pl
 
     plain, ours = run(False), run(True)
     assert all(torch.equal(a, b) for a, b in zip(plain, ours, strict=True))
+
+
+def test_a_batch_cut_into_slices_sums_to_the_whole_batchs_loss(tmp_path: Path) -> None:
+    from trl.trainer.utils import split_tensor_dict
+
+    from meta.rlvr.trl_internals import pad_to_slices
+    from tests.rlvr.test_rlvr_trl import _batch_inputs, _grads, _hand_dapo_loss
+
+    def spread(prompts: list[str], completion_ids: list[list[int]], **kwargs: Any) -> list[float]:
+        return [float(sum(c) % 5) for c in completion_ids]
+
+    config = _config(tmp_path, gradient_accumulation_steps=3)
+    trainer = _trainer(tmp_path, Fixed([1, 3, 4, 0]), [spread], config=config)
+    assert trainer.args.steps_per_generation == 3
+    trainer.model.train()
+    torch.manual_seed(1)
+    batch = trainer._generate_and_score_completions(_batch_inputs(trainer))
+    # 8 real rows padded to 9 for 3 slices; the filler row is inert (no mask, no advantage).
+    assert batch["completion_ids"].shape[0] == 9 and trainer.ledger.rows_trained == 8
+    assert batch["completion_mask"][8].sum() == 0 and batch["advantages"][8] == 0
+    assert batch["num_items_in_batch"] == batch["completion_mask"][:8].sum()
+    assert batch["advantages"].abs().sum() > 0
+
+    trainer.model.zero_grad()
+    trainer.current_gradient_accumulation_steps = 3  # set by Trainer's loop, which this test bypasses
+    for part in split_tensor_dict(batch, 3):
+        trainer.compute_loss(trainer.model, part).backward()
+    sliced = _grads(trainer.model)
+    trainer.model.zero_grad()
+    real = {k: v[:8] if isinstance(v, torch.Tensor) and v.ndim > 0 else v for k, v in batch.items()}
+    _hand_dapo_loss(trainer.model, real, 1.0).backward()
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(sliced, _grads(trainer.model), strict=True))
+    assert pad_to_slices(real, 2) is real  # already a multiple: nothing added
 
 
 def test_fit_to_budget_takes_from_the_largest_counts_first() -> None:
