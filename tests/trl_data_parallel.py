@@ -38,12 +38,12 @@ PROMPTS = 4
 #: Steps; the dataset holds 2 * PROMPTS prompts, so every prompt comes back (AR3PO's reuse pool gets used).
 STEPS = 4
 #: Runs: AR3PO (stages, response reuse; a row budget above its largest step, so nothing is cut), DAPO (dropped groups,
-#: refill from the training set), and AR3PO under a global row budget of 10 rows with one generation sliced into
-#: ``steps_per_generation=2`` micro-batches (the budget per process is 10 / processes).
+#: refill from the training set), and AR3PO under a global row budget of 6 rows with one generation sliced into
+#: ``steps_per_generation=2`` micro-batches (the budget per process is 6 / processes).
 RUNS: dict[str, dict[str, Any]] = {
     "ar3po": {"allocator": "ar3po:1,3", "global_row_budget": 64},
     "dapo": {"allocator": "dapo:2,2"},
-    "ar3po_budget_sliced": {"allocator": "ar3po:1,3", "global_row_budget": 10, "steps_per_generation": 2},
+    "ar3po_budget_sliced": {"allocator": "ar3po:1,3", "global_row_budget": 6, "steps_per_generation": 2},
 }
 ALLOCATORS = tuple(RUNS)
 
