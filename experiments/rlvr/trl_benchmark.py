@@ -154,6 +154,10 @@ def greedy_accuracy(model: torch.nn.Module, tasks: list[Task], max_new_tokens: i
     return correct / len(tasks)
 
 
+#: Rows per prompt a benchmark step may hold (the largest per-prompt count of any arm, 16, plus one reused response).
+MAX_ROWS_PER_PROMPT = 17
+
+
 def make_trainer(
     model: torch.nn.Module,
     pool: list[Task],
@@ -209,6 +213,9 @@ def make_trainer(
         allocator=allocator,
         correctness_reward="exact_match",
         callbacks=callbacks,
+        # The benchmark measures each allocator's own decisions, so it opts out of cutting a step to the batch's
+        # rows: the most any arm asks per prompt (DARS, E3, knapsack and the meta-policy's grid: 16) plus one reuse.
+        max_rows_per_step=prompts_per_step * MAX_ROWS_PER_PROMPT,
     )
 
 

@@ -292,7 +292,7 @@ def test_an_unbound_temperature_callback_is_refused_at_train_begin(tmp_path: Pat
 def test_unsupported_settings_are_refused_with_the_reason(tmp_path: Path) -> None:
     zero = [lambda prompts, completions, **kw: [0.0] * len(prompts)]
     with pytest.raises(ValueError, match="steps_per_generation=2"):
-        _trainer(tmp_path, Fixed([G]), zero, config=_config(tmp_path, steps_per_generation=2))
+        _trainer(tmp_path, Fixed([G]), zero, config=_config(tmp_path, steps_per_generation=2, loss_type="grpo"))
     with pytest.raises(ValueError, match="correctness_reward 'exact' is not one of"):
         _trainer(tmp_path, Fixed([G]), zero, correctness_reward="exact")
     trainer = _trainer(tmp_path, Fixed([G]), zero)
