@@ -43,7 +43,15 @@ import numpy as np
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from experiments.meta.headroom import ENV_ID, FIXED_KS, Settings, cross_fitted_oracle, learner_config, wrong_model
+from experiments.meta.headroom import (
+    ENV_ID,
+    FIXED_KS,
+    Settings,
+    cross_fitted_oracle,
+    learner_config,
+    protocol,
+    wrong_model,
+)
 from experiments.sweep import Record, Unit, run_sweep
 from rolloutlab.checkpoint import atomic_write_json
 
@@ -147,7 +155,7 @@ def meta_env_config(args: Args, action_set: str) -> Any:
         reward_scale=args.reward_scale,
         j_initial=args.j_initial,
         final_eval_episodes=args.final_eval_episodes,
-        compute_matched=True,
+        compute_matched=args.inner.compute_matched,
         dyna=inner,
     )
 
@@ -215,7 +223,7 @@ def _portable(spec: str) -> str:
 def test_protocol(args: Args) -> dict[str, Any]:
     """What must match for a saved test unit to be reused."""
     return {
-        "inner": {k: v for k, v in dataclasses.asdict(args.inner).items() if k not in ("arms", "bins", "parameter")},
+        "inner": {k: v for k, v in protocol(args.inner).items() if k not in ("arms", "bins", "parameter")},
         "arms": {name: _portable(spec) for name, spec in arm_specs(args).items()},
         "test_error": args.test_error,
         "seeds_per_unit": args.seeds_per_unit,
@@ -254,7 +262,7 @@ def run_test_unit(args: Args, unit: Unit) -> Record:
         learner_config(settings),
         seed=args.test_seed,
         run_seeds=seeds,
-        compute_matched=[True] * len(seeds),
+        compute_matched=[args.inner.compute_matched] * len(seeds),
         models=[wrong_model(nominal, "angle_offset", d) for _ in arms for d in deltas],
     )
     driver = RolloutLengthDriver(controllers, k_cap=learner.cfg.k_cap)

@@ -129,3 +129,10 @@ def test_the_verdict_needs_the_cross_fitted_margin() -> None:
     summary = headroom.summarize(settings, records, reps=200)
     assert summary["cross_fitted_oracle_beats_single"] is (summary["oracle_minus_single_cross_fitted"]["ci95"][0] > 0)
     assert summary["verdict"] == "FAIL"
+
+
+def test_protocol_names_compute_matching_only_when_it_is_off() -> None:
+    """Units saved before the setting existed were compute-matched and stay reusable; unmatched units never are."""
+    matched = headroom.protocol(headroom.Settings())
+    assert "compute_matched" not in matched
+    assert headroom.protocol(headroom.Settings(compute_matched=False)) == {**matched, "compute_matched": False}
