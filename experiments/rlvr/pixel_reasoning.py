@@ -4,8 +4,9 @@ Run from the repository root (one thread, low priority, resumable):
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python experiments/rlvr/pixel_reasoning.py
 
-Every unit is one arm on one seed: the same operation-aware SFT warm start (a trace calls the zoom tool with
-probability 1/2 on every query kind), then GRPO (``uniform:8``, 16 queries per step) on the zoom-query task
+Every unit is one arm on one seed: the seed's operation-aware SFT warm start (a trace calls the zoom tool with
+probability 1/2 on every query kind; trained by the seed's first unit and kept under ``runs/pixel_reasoning/``, so
+every arm of a seed starts from the same policy), then GRPO (``uniform:8``, 16 queries per step) on the zoom-query task
 (:mod:`envs.vision.zoom_queries`; 30% of queries ask for a small glyph's digit, which needs the zoom, the rest ask for
 the background tint or the number of large squares). Arms (:func:`meta.rlvr.vision.arms.make_tool_arm`):
 
@@ -65,8 +66,10 @@ class Args:
     """Arms to run (names of ARMS)."""
     steps: int = 60
     """GRPO steps per unit."""
-    sft_steps: int = 300
+    sft_steps: int = 1200
     """Operation-aware SFT steps per unit."""
+    sft_dir: str = "runs/pixel_reasoning"
+    """Where the SFT warm start of each seed is kept (trained by the seed's first unit, loaded by the others)."""
     out: str = "experiments/rlvr/results/pixel_reasoning"
     """Results folder (one JSON per unit, summary.json, accuracy_vs_tool_use.svg)."""
     summary_only: bool = False
@@ -75,7 +78,9 @@ class Args:
 
 def run_unit(args: Args, unit: Unit) -> dict[str, Any]:
     """One arm on one seed: SFT, GRPO, evaluations; the record written to the unit's file."""
-    cfg = PixelReasoningConfig(arm=ARMS[unit.arm], seed=unit.seed, steps=args.steps)
+    cfg = PixelReasoningConfig(
+        arm=ARMS[unit.arm], seed=unit.seed, steps=args.steps, sft_checkpoint=f"{args.sft_dir}/sft__{unit.seed}.pt"
+    )
     cfg.sft.steps = args.sft_steps
     started = time.perf_counter()
     result = PixelReasoningRun(cfg, progress=True).learn()

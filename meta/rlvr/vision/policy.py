@@ -6,11 +6,14 @@ token per cell of the zoom grid) followed, once the tool's crop has been fed bac
 the tool or answer" is therefore the policy's first token, and a gate (:mod:`meta.rlvr.vision.arms`) may force or
 forbid it by masking the tool tokens.
 
-Network (:class:`PixelPolicy`): a small CNN encodes a ``3 x VIEW x VIEW`` image into ``(VIEW/4)^2`` visual tokens
-(with learned position and view embeddings); a transformer reads ``[global view tokens, query token]`` and, after a
-call, ``[..., call token, crop tokens]``. The first decision is read at the query token and the answer after a call
-at the call token. A block mask keeps the first part from attending to the second, so one forward pass over the whole
-response gives exactly the logits each decision was sampled from (what the policy-gradient ratio needs).
+Network (:class:`PixelPolicy`): a small CNN encodes a ``3 x VIEW x VIEW`` image into ``(VIEW/4)^2`` spatial tokens
+and one summary token (a crop's spatial tokens pooled 2x2; learned position and view embeddings); a transformer reads
+``[global view tokens, query token]`` and, after a call, ``[..., call token, crop tokens]``. The first decision is
+read at the query token and the answer after a call at the call token; a call's logit is a "call" score at the
+reading position plus the score of the global-view token over that cell (the tokens and the zoom cells are the same
+grid), a pointer that makes *where* to zoom easy to learn and leaves *when* to the reading position. A block mask keeps
+the first part from attending to the second, so one forward pass over the whole response gives exactly the logits
+each decision was sampled from (what the policy-gradient ratio needs).
 
 :func:`encode_queries` turns a query set into tensors once (global views and every cell's crop), so sampling never
 resamples images.
@@ -43,8 +46,8 @@ class PixelPolicyConfig:
         grid: Zoom cells per side (tool-call tokens: ``grid**2``).
     """
 
-    width: int = 48
-    layers: int = 2
+    width: int = 32
+    layers: int = 1
     heads: int = 4
     view: int = VIEW
     grid: int = GRID
@@ -52,8 +55,11 @@ class PixelPolicyConfig:
     def __post_init__(self) -> None:
         if self.width < 1 or self.layers < 1 or self.heads < 1 or self.width % self.heads:
             raise ValueError(f"need width, layers, heads >= 1 with heads dividing width, got {self}")
-        if self.view < 4 or self.view % 4 or self.grid < 1:
-            raise ValueError(f"need view a multiple of 4 and grid >= 1, got view={self.view}, grid={self.grid}")
+        if self.view < 4 or self.view % 4 or self.grid != self.view // 4:
+            raise ValueError(
+                f"need view a multiple of 4 and grid = view / 4 (one visual token per zoom cell), got view={self.view},"
+                f" grid={self.grid}"
+            )
 
     @property
     def actions(self) -> int:
@@ -126,18 +132,30 @@ class PixelPolicy(nn.Module):
             nn.Conv2d(32, w, 2, stride=2),
         )
         self.visual_tokens = (cfg.view // 4) ** 2
-        self.position = nn.Parameter(torch.randn(self.visual_tokens, w) * 0.02)
+        # One summary token per image besides the spatial ones: a linear read of the whole feature map, which carries
+        # a glyph's shape in one token (attention over the spatial tokens alone learns to read it far more slowly).
+        self.summary = nn.Linear(w * self.visual_tokens, w)
+        self.position = nn.Parameter(torch.randn(self.visual_tokens + 1, w) * 0.02)
+        self.crop_position = nn.Parameter(torch.randn(self.visual_tokens // 4 + 1, w) * 0.02)
         self.view_kind = nn.Embedding(2, w)  # 0: the global view, 1: a zoomed crop
         self.query = nn.Embedding(len(KINDS), w)
         self.action = nn.Embedding(cfg.actions, w)
         layer = nn.TransformerEncoderLayer(w, cfg.heads, 2 * w, dropout=0.0, batch_first=True, norm_first=True)
         self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(w)
-        self.head = nn.Linear(w, cfg.actions)
+        self.answer_head = nn.Linear(w, N_ANSWERS)
+        self.call_head = nn.Linear(w, 1)
+        self.cell_head = nn.Linear(w, 1)
 
-    def _visual(self, images: torch.Tensor, which: int) -> torch.Tensor:
-        tokens = self.encoder(images).flatten(2).transpose(1, 2)  # (B, T, w)
-        return tokens + self.position + self.view_kind.weight[which]
+    def _visual(self, images: torch.Tensor, crop: bool) -> torch.Tensor:
+        """``(B, T + 1, w)`` tokens of the global view (``T`` spatial tokens, one per zoom cell, and the summary), or
+        ``(B, T / 4 + 1, w)`` of a crop, whose spatial tokens are pooled 2x2 (the summary carries its detail, and the
+        shorter sequence keeps the second decision cheap)."""
+        features = self.encoder(images)  # (B, w, view/4, view/4)
+        summary = self.summary(features.flatten(1)).unsqueeze(1)
+        spatial = nn.functional.avg_pool2d(features, 2) if crop else features
+        tokens = torch.cat([spatial.flatten(2).transpose(1, 2), summary], dim=1)
+        return tokens + (self.crop_position if crop else self.position) + self.view_kind.weight[int(crop)]
 
     def forward(
         self,
@@ -159,17 +177,23 @@ class PixelPolicy(nn.Module):
             ``(B, 1, A)`` logits of the first decision without ``first``; ``(B, 2, A)`` with it, the second row the
             decision after the first token (meaningful for call rows).
         """
-        prefix = torch.cat([self._visual(views, 0), self.query(kinds).unsqueeze(1)], dim=1)
+        prefix = torch.cat([self._visual(views, crop=False), self.query(kinds).unsqueeze(1)], dim=1)
         p = prefix.shape[1]
         if first is None:
             hidden = self.norm(self.transformer(prefix))
-            return self.head(hidden[:, -1:, :])
+            return self._logits(hidden[:, -1:, :], hidden[:, : self.visual_tokens, :])
         if crops is None:
             raise ValueError("the second decision needs the crops")
-        seq = torch.cat([prefix, self.action(first).unsqueeze(1), self._visual(crops, 1)], dim=1)
+        seq = torch.cat([prefix, self.action(first).unsqueeze(1), self._visual(crops, crop=True)], dim=1)
         # The view and query tokens never see the call or the crop, so the first decision's logits here are the ones
         # it was sampled from (the crop did not exist yet).
         blocked = torch.zeros(seq.shape[1], seq.shape[1], dtype=torch.bool, device=seq.device)
         blocked[:p, p:] = True
         hidden = self.norm(self.transformer(seq, mask=blocked))
-        return self.head(hidden[:, p - 1 : p + 1, :])
+        return self._logits(hidden[:, p - 1 : p + 1, :], hidden[:, : self.visual_tokens, :])
+
+    def _logits(self, read: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
+        """Answer logits from the reading positions ``(B, S, w)``; call logits point at cells: a per-position "call"
+        score plus each global-view token's score (visual token ``k`` covers zoom cell ``k``), ``(B, S, A)``."""
+        calls = self.call_head(read) + self.cell_head(cells).squeeze(-1).unsqueeze(1)
+        return torch.cat([self.answer_head(read), calls], dim=-1)

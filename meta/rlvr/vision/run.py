@@ -31,6 +31,7 @@ from rolloutlab.runs import write_result
 
 CHECKPOINT_KIND = "rlvr-pixel-reasoning-run"
 CHECKPOINT_NAME = "checkpoint.pt"
+SFT_KIND = "rlvr-pixel-reasoning-sft"
 
 
 def _default_grpo() -> GRPOConfig:
@@ -54,6 +55,8 @@ class PixelReasoningConfig:
         train_size: Training queries.
         held_out_size: Held-out queries (greedy evaluation).
         fine_share: Share of queries that need the zoom (``digit``).
+        sft_checkpoint: Where the SFT warm start is kept: loaded when the file exists (its settings must match this
+            run's), else trained and saved there; empty trains it in the run. Arms on one seed share it.
         pool_seed: Seed of the training queries.
         held_out_seed: Seed of the held-out queries.
         policy: Architecture.
@@ -68,9 +71,10 @@ class PixelReasoningConfig:
     probes: int = 2
     eval_every: int = 20
     checkpoint_every: int = 10
-    train_size: int = 512
+    train_size: int = 1024
     held_out_size: int = 400
     fine_share: float = 0.3
+    sft_checkpoint: str = ""
     pool_seed: int = 1
     held_out_seed: int = 2
     policy: PixelPolicyConfig = field(default_factory=PixelPolicyConfig)
@@ -146,6 +150,39 @@ class PixelReasoningRun:
     def _evaluate(self) -> None:
         self.evals.append({"step": float(self.trainer.num_steps), **evaluate(self.policy, self.held_out, self.arm)})
 
+    def _sft_settings(self) -> dict[str, Any]:
+        """What the SFT warm start depends on (a shared checkpoint must match it)."""
+        cfg = self.cfg
+        return {
+            "seed": cfg.seed,
+            "policy": asdict(cfg.policy),
+            "sft": asdict(cfg.sft),
+            "data": [cfg.train_size, cfg.fine_share, cfg.pool_seed],
+        }
+
+    def _warm_start(self) -> dict[str, float]:
+        """Load the shared SFT checkpoint, or train the warm start (and save it when a path is set).
+
+        Raises:
+            ValueError: The checkpoint at ``sft_checkpoint`` was trained with other settings.
+        """
+        cfg = self.cfg
+        path = Path(cfg.sft_checkpoint) if cfg.sft_checkpoint else None
+        if path is not None and path.is_file():
+            envelope = load_checkpoint(path, kind=SFT_KIND)
+            if envelope["config"] != self._sft_settings():
+                raise ValueError(
+                    f"sft_checkpoint {str(path)!r} was trained with other settings ({envelope['config']}); "
+                    "delete it or set another path"
+                )
+            self.policy.load_state_dict(envelope["state"]["policy"])
+            return dict(envelope["state"]["metrics"])
+        metrics = train_sft(self.policy, self.train_data, replace(cfg.sft, seed=cfg.seed))
+        if path is not None:
+            state = {"policy": self.policy.state_dict(), "metrics": metrics}
+            save_checkpoint(path, state, kind=SFT_KIND, config=self._sft_settings())
+        return metrics
+
     def learn(self, stop_after: int | None = None) -> dict[str, Any]:
         """Run SFT (unless done), then GRPO to ``steps``.
 
@@ -158,7 +195,7 @@ class PixelReasoningRun:
         """
         cfg = self.cfg
         if self.sft_metrics is None:
-            self.sft_metrics = train_sft(self.policy, self.train_data, replace(cfg.sft, seed=cfg.seed))
+            self.sft_metrics = self._warm_start()
             self._evaluate()
             self._checkpoint()
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)

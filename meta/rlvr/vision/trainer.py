@@ -152,7 +152,7 @@ class PixelSFTConfig:
         seed: Seed of the traces.
     """
 
-    steps: int = 300
+    steps: int = 1200
     batch: int = 64
     lr: float = 3e-3
     tool_share: float = 0.5
@@ -168,19 +168,19 @@ def operation_aware_traces(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of SFT traces: ``(rows, first, second)`` as in :func:`sample_responses`.
 
-    A trace calls the tool with probability ``tool_share``: on the glyph's cell for a ``digit`` query (where the
-    tool is useful), on a uniformly random cell otherwise; it then answers. Without a call it answers at once.
+    A trace calls the tool with probability ``tool_share``, whatever the query, zooming into the cell of the image's
+    one small detail (the glyph's patch), and then answers; without a call it answers at once. The warm start thus
+    knows how to zoom and how to read a crop, and calls the tool as often on queries that do not need it as on those
+    that do (the over-use the RL stage is meant to remove).
     """
     rows = rng.integers(0, len(data), size=batch)
     use = rng.random(batch) < tool_share
-    cells = rng.integers(0, grid * grid, size=batch)
     first, second = [], []
-    for r, u, c in zip(rows, use, cells, strict=True):
+    for r, u in zip(rows, use, strict=True):
         q = data.queries[int(r)]
         answer = ANSWERS.index(q.answer)
         if u:
-            cell = q.glyph_cell[1] * grid + q.glyph_cell[0] if q.needs_zoom else int(c)
-            first.append(N_ANSWERS + cell)
+            first.append(N_ANSWERS + q.glyph_cell[1] * grid + q.glyph_cell[0])
             second.append(answer)
         else:
             first.append(answer)
@@ -200,11 +200,19 @@ def train_sft(policy: PixelPolicy, data: EncodedQueries, cfg: PixelSFTConfig) ->
     losses: list[float] = []
     for _ in range(cfg.steps):
         rows, first, second = operation_aware_traces(data, rng, cfg.batch, cfg.tool_share, policy.cfg.grid)
-        logits = policy(data.views[rows], data.kinds[rows], first, _crops_for(data, rows, first))
-        loss_first = F.cross_entropy(logits[:, 0], first, reduction="sum")
         calls = second >= 0
-        loss_second = F.cross_entropy(logits[calls, 1], second[calls], reduction="sum") if calls.any() else 0.0
-        loss = (loss_first + loss_second) / (len(rows) + int(calls.sum()))
+        # Traces without a call need only the first decision (the shorter sequence).
+        loss = torch.zeros(())
+        if calls.any():
+            c_rows, c_first = rows[calls], first[calls]
+            logits = policy(data.views[c_rows], data.kinds[c_rows], c_first, _crops_for(data, c_rows, c_first))
+            loss = loss + F.cross_entropy(logits[:, 0], c_first, reduction="sum")
+            loss = loss + F.cross_entropy(logits[:, 1], second[calls], reduction="sum")
+        if (~calls).any():
+            a_rows = rows[~calls]
+            logits = policy(data.views[a_rows], data.kinds[a_rows])
+            loss = loss + F.cross_entropy(logits[:, 0], first[~calls], reduction="sum")
+        loss = loss / (len(rows) + int(calls.sum()))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
