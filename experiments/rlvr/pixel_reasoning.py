@@ -4,11 +4,12 @@ Run from the repository root (one thread, low priority, resumable):
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python experiments/rlvr/pixel_reasoning.py
 
-Every unit is one arm on one seed: the seed's operation-aware SFT warm start (a trace calls the zoom tool with
-probability 1/2 on every query kind; trained by the seed's first unit and kept under ``runs/pixel_reasoning/``, so
-every arm of a seed starts from the same policy), then GRPO (``uniform:8``, 16 queries per step) on the zoom-query task
-(:mod:`envs.vision.zoom_queries`; 30% of queries ask for a small glyph's digit, which needs the zoom, the rest ask for
-the background tint or the number of large squares). Arms (:func:`meta.rlvr.vision.arms.make_tool_arm`):
+Every unit is one arm on one RL seed: the one operation-aware SFT warm start (a trace calls the zoom tool with
+probability 1/2 on every query kind; trained by the first unit and kept under ``runs/pixel_reasoning/``, so every unit
+starts from the same policy, as in the other RLVR benchmarks), then GRPO (``uniform:8``, 16 queries per step) on the
+zoom-query task (:mod:`envs.vision.zoom_queries`; 30% of queries ask for a small glyph's digit, which needs the zoom,
+the rest ask for the background tint or the number of large squares).
+Arms (:func:`meta.rlvr.vision.arms.make_tool_arm`):
 
 * ``always_zoom``: every response calls the tool (the accuracy ceiling);
 * ``never_zoom``: the tool is masked out;
@@ -61,15 +62,15 @@ N_BOOT = 2000
 @dataclass
 class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    """Seeds (policy initialisation, SFT traces, GRPO sampling); the query sets are shared."""
+    """RL seeds (GRPO prompt order and sampling); the query sets and the SFT warm start are shared by all."""
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     """Arms to run (names of ARMS)."""
-    steps: int = 60
+    steps: int = 40
     """GRPO steps per unit."""
     sft_steps: int = 1200
     """Operation-aware SFT steps per unit."""
     sft_dir: str = "runs/pixel_reasoning"
-    """Where the SFT warm start of each seed is kept (trained by the seed's first unit, loaded by the others)."""
+    """Where the SFT warm start is kept (trained by the first unit, loaded by the others)."""
     out: str = "experiments/rlvr/results/pixel_reasoning"
     """Results folder (one JSON per unit, summary.json, accuracy_vs_tool_use.svg)."""
     summary_only: bool = False
@@ -79,7 +80,7 @@ class Args:
 def run_unit(args: Args, unit: Unit) -> dict[str, Any]:
     """One arm on one seed: SFT, GRPO, evaluations; the record written to the unit's file."""
     cfg = PixelReasoningConfig(
-        arm=ARMS[unit.arm], seed=unit.seed, steps=args.steps, sft_checkpoint=f"{args.sft_dir}/sft__{unit.seed}.pt"
+        arm=ARMS[unit.arm], seed=unit.seed, steps=args.steps, sft_checkpoint=f"{args.sft_dir}/sft.pt"
     )
     cfg.sft.steps = args.sft_steps
     started = time.perf_counter()

@@ -273,7 +273,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
     assert (tmp_path / "cut" / "result.json").is_file()
 
 
-def test_arms_of_a_seed_share_the_sft_checkpoint(tmp_path) -> None:
+def test_runs_share_the_sft_checkpoint(tmp_path) -> None:
     path = tmp_path / "sft.pt"
     first = PixelReasoningRun(_tiny_config(steps=0, sft_checkpoint=str(path))).learn()
     assert path.is_file()
@@ -282,4 +282,4 @@ def test_arms_of_a_seed_share_the_sft_checkpoint(tmp_path) -> None:
     free = PixelReasoningRun(_tiny_config(steps=0, arm="free_zoom", sft_checkpoint=str(path))).learn()
     assert free["evals"] == first["evals"] and free["sft"] == first["sft"]  # the same warm start, not retrained
     with pytest.raises(ValueError, match="was trained with other settings"):
-        PixelReasoningRun(_tiny_config(steps=0, seed=1, sft_checkpoint=str(path))).learn()
+        PixelReasoningRun(_tiny_config(steps=0, sft_seed=1, sft_checkpoint=str(path))).learn()

@@ -12,6 +12,7 @@ checkpoint, and CPU kernels are deterministic at a fixed thread count).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from envs.vision.zoom_queries import make_query_set
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.vision.arms import make_tool_arm
-from meta.rlvr.vision.policy import PixelPolicy, PixelPolicyConfig, encode_queries
+from meta.rlvr.vision.policy import EncodedQueries, PixelPolicy, PixelPolicyConfig, encode_queries
 from meta.rlvr.vision.trainer import PixelSFTConfig, ZoomGRPOTrainer, evaluate, train_sft
 from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 from rolloutlab.config import from_dict
@@ -47,7 +48,9 @@ class PixelReasoningConfig:
         arm: Tool-use arm spec (:func:`meta.rlvr.vision.arms.make_tool_arm`): ``always_zoom``, ``never_zoom``,
             ``free_zoom``, ``zoom_penalty:LAMBDA`` or ``rollout_guided:BONUS,MARGIN``.
         allocator: Allocator spec (:func:`meta.rlvr.allocators.make_allocator`), e.g. ``uniform:8``.
-        seed: Seeds the policy's initialisation, the SFT traces and GRPO (``grpo.seed`` is replaced by it).
+        seed: Seeds GRPO (prompt order and sampling; ``grpo.seed`` is replaced by it).
+        sft_seed: Seeds the policy's initialisation and the SFT traces: the warm start, which the seeds of a
+            benchmark may share.
         steps: GRPO steps.
         probes: Forced responses per query and tool choice that measure the success rates (rollout-guided arm only).
         eval_every: Held-out evaluation period in GRPO steps (also after SFT and at the end).
@@ -56,7 +59,8 @@ class PixelReasoningConfig:
         held_out_size: Held-out queries (greedy evaluation).
         fine_share: Share of queries that need the zoom (``digit``).
         sft_checkpoint: Where the SFT warm start is kept: loaded when the file exists (its settings must match this
-            run's), else trained and saved there; empty trains it in the run. Arms on one seed share it.
+            run's), else trained and saved there; empty trains it in the run. Runs with the same ``sft_seed`` and
+            SFT settings share it.
         pool_seed: Seed of the training queries.
         held_out_seed: Seed of the held-out queries.
         policy: Architecture.
@@ -67,7 +71,8 @@ class PixelReasoningConfig:
     arm: str = "rollout_guided:0.2,0.1"
     allocator: str = "uniform:8"
     seed: int = 0
-    steps: int = 60
+    sft_seed: int = 0
+    steps: int = 40
     probes: int = 2
     eval_every: int = 20
     checkpoint_every: int = 10
@@ -93,6 +98,13 @@ class PixelReasoningConfig:
             )
 
 
+@functools.lru_cache(maxsize=4)
+def query_tensors(n: int, seed: int, fine_share: float, view: int, grid: int) -> EncodedQueries:
+    """:func:`~envs.vision.zoom_queries.make_query_set` encoded once per process (the runs of a sweep share the query
+    sets; nothing writes to the tensors)."""
+    return encode_queries(make_query_set(n, seed, fine_share), view, grid)
+
+
 class PixelReasoningRun:
     """A pixel-reasoning run (module docstring); :meth:`learn` runs it, :meth:`resume` continues one.
 
@@ -110,11 +122,11 @@ class PixelReasoningRun:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
         self.arm = make_tool_arm(cfg.arm)
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.sft_seed)
         self.policy = PixelPolicy(cfg.policy)
         view, grid = cfg.policy.view, cfg.policy.grid
-        self.train_data = encode_queries(make_query_set(cfg.train_size, cfg.pool_seed, cfg.fine_share), view, grid)
-        self.held_out = encode_queries(make_query_set(cfg.held_out_size, cfg.held_out_seed, cfg.fine_share), view, grid)
+        self.train_data = query_tensors(cfg.train_size, cfg.pool_seed, cfg.fine_share, view, grid)
+        self.held_out = query_tensors(cfg.held_out_size, cfg.held_out_seed, cfg.fine_share, view, grid)
         self.trainer = ZoomGRPOTrainer(
             self.policy,
             self.train_data,
@@ -154,7 +166,7 @@ class PixelReasoningRun:
         """What the SFT warm start depends on (a shared checkpoint must match it)."""
         cfg = self.cfg
         return {
-            "seed": cfg.seed,
+            "seed": cfg.sft_seed,
             "policy": asdict(cfg.policy),
             "sft": asdict(cfg.sft),
             "data": [cfg.train_size, cfg.fine_share, cfg.pool_seed],
@@ -177,7 +189,7 @@ class PixelReasoningRun:
                 )
             self.policy.load_state_dict(envelope["state"]["policy"])
             return dict(envelope["state"]["metrics"])
-        metrics = train_sft(self.policy, self.train_data, replace(cfg.sft, seed=cfg.seed))
+        metrics = train_sft(self.policy, self.train_data, replace(cfg.sft, seed=cfg.sft_seed))
         if path is not None:
             state = {"policy": self.policy.state_dict(), "metrics": metrics}
             save_checkpoint(path, state, kind=SFT_KIND, config=self._sft_settings())
