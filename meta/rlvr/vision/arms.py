@@ -12,8 +12,8 @@ compare on the same footing:
   success rate with and without the tool on this query says whether the tool is *needed* here, and a call is rewarded
   where it is needed and penalised where it is not.
 
-Arms are written as specs of the project's one grammar (:mod:`meta.control.spec`), registered here as their own
-kind: ``always_zoom``, ``never_zoom``, ``free_zoom`` (the policy decides, correctness only), ``zoom_penalty:LAMBDA``
+Arms are written as specs of the project's one grammar and registry (:mod:`meta.control.spec`), a kind of their
+own: ``always_zoom``, ``never_zoom``, ``free_zoom`` (the policy decides, correctness only), ``zoom_penalty:LAMBDA``
 and ``rollout_guided:BONUS,MARGIN``; :func:`make_tool_arm` builds one.
 
 Plain Python; no torch.
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from meta.control.protocol import Controller, Feedback, require
-from meta.control.spec import SPECS, Spec, SpecKind, build_spec, register_spec
+from meta.control.spec import TOOL_ARM, Spec, build_spec
 
 #: Who decides between calling the tool and answering: the tool forced, the tool masked, or the policy.
 GateDecision = Literal["zoom", "answer", "policy"]
@@ -146,8 +146,6 @@ class ToolArm:
         self.call_reward.load_state_dict(state["call_reward"])
 
 
-TOOL_ARM = SpecKind("rlvr-tool-arm", "tool-use arm", "a", "tool arm", "meta.rlvr.vision.arms.make_tool_arm")
-
 #: Spec name -> (what it builds, its arguments as written).
 ARM_SPECS: dict[str, str] = {
     "always_zoom": "",
@@ -171,11 +169,6 @@ def arm_from_spec(spec: Spec) -> ToolArm:
     if spec.name == "zoom_penalty":
         return ToolArm(spec.text, PolicyDecides(), FixedToolPenalty(*nums))
     return ToolArm(spec.text, PolicyDecides(), RolloutGuidedReward(*nums))
-
-
-for _name in ARM_SPECS:
-    if _name not in SPECS:  # a reload of this module finds its names registered already
-        register_spec(TOOL_ARM, _name, arm_from_spec)
 
 
 def make_tool_arm(spec: str) -> ToolArm:
