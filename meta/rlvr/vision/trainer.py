@@ -335,7 +335,8 @@ class ZoomGRPOTrainer:
             seen[r][0 if is_call(f) else 1].append(c)
         if self.probes:
             probe_rows = [q for q in queries for _ in range(self.probes)]
-            gates: list[GateDecision] = ["zoom"] * len(probe_rows) + ["answer"] * len(probe_rows)
+            forced: tuple[GateDecision, GateDecision] = ("zoom", "answer")
+            gates = [forced[0]] * len(probe_rows) + [forced[1]] * len(probe_rows)
             p_first, p_second = sample_responses(
                 self.policy,
                 self.data,
