@@ -47,11 +47,12 @@ import tyro
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.reasoning.registry import family_spec
 from envs.reasoning.tooluse import needs_tool
-from experiments.rlvr.testbeds import TESTBEDS, Testbed, load_or_train, sample_responses, testbed
+from experiments.rlvr.testbeds import TESTBEDS, WarmStart, find_testbed, load_or_train, sample_responses
 from experiments.sweep import Unit, grid, run_sweep
 from meta.rlvr import Uniform
 from meta.rlvr.guidance.guide import hint_length
 from meta.rlvr.lm.vocab import CharVocab
+from meta.rlvr.token.ehpo import response_mode
 from meta.rlvr.trainers.dars_breadth import pass_at_k
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
@@ -130,7 +131,7 @@ class Args:
 
     def __post_init__(self) -> None:
         for name in self.testbeds:
-            testbed(name)
+            find_testbed(name)
         if not 1 <= self.k <= self.samples:
             raise ValueError(f"need 1 <= k <= samples, got k={self.k}, samples={self.samples}")
         if self.per_bucket < 1 or self.hint_samples < 1 or self.bapo_steps < 1:
@@ -214,7 +215,7 @@ def needed_statistics(name: str) -> set[str]:
     return {g.statistic for gates in GATES.values() for g in gates if g.testbed == name}
 
 
-def clip_fractions(model: Any, bed: Testbed, args: Args) -> dict[str, float]:
+def clip_fractions(model: Any, bed: WarmStart, args: Args) -> dict[str, float]:
     """Mean clip fraction of ``args.bapo_steps`` uniform GRPO G=8 steps, on-policy (one optimizer step per batch) and
     off-policy (``bapo_minibatches × bapo_epochs``), each from a copy of the warm start."""
     spec = family_spec(bed.family)
@@ -243,7 +244,7 @@ def clip_fractions(model: Any, bed: Testbed, args: Args) -> dict[str, float]:
     return out
 
 
-def measure(bed: Testbed, args: Args) -> dict[str, Any]:
+def measure(bed: WarmStart, args: Args) -> dict[str, Any]:
     """Train or load ``bed``'s warm start and measure every statistic its gates read, overall and per bucket."""
     if args.sft_steps:
         bed = replace(bed, steps=args.sft_steps)
@@ -267,8 +268,9 @@ def measure(bed: Testbed, args: Args) -> dict[str, Any]:
     gap = pass_gap(correct, args.k)
     record.update({"pass@1": gap["pass@1"], f"pass@{args.k}": gap["pass@k"], "pass_gap": gap["gap"]})
     record["length_headroom"] = length_headroom(lengths, correct)
-    fast = [";" not in t.split("#", 1)[0] and "<" not in t.split("#", 1)[0] for t in resp.texts]
-    record["fast_share_of_correct"] = float(np.mean([f for f, ok in zip(fast, resp.correct, strict=True) if ok] or [0]))
+    # ADR/EHPO's modes: fast answers at once, slow writes steps or calls first.
+    fast = [response_mode(t) == "fast" for t, ok in zip(resp.texts, resp.correct, strict=True) if ok]
+    record["fast_share_of_correct"] = float(np.mean(fast)) if fast else math.nan
     for d in bed.eval_difficulties:
         rows = [i for i, t in enumerate(tasks) if t.difficulty == d]
         g = pass_gap([correct[i] for i in rows], args.k)
@@ -276,7 +278,7 @@ def measure(bed: Testbed, args: Args) -> dict[str, Any]:
             "pass@1": g["pass@1"],
             "pass@k": g["pass@k"],
             "length_headroom": length_headroom([lengths[i] for i in rows], [correct[i] for i in rows]),
-            "mean_length": float(np.mean([x for i in rows for x in lengths[i]])),
+            "mean_length": float(np.mean([x for i in rows for x in lengths[i]])) if rows else math.nan,
             "hinted": {},
         }
     if bed.uses_tool:
@@ -351,7 +353,7 @@ def main(args: Args) -> dict[str, Any]:
     parts.mkdir(parents=True, exist_ok=True)
 
     def run(unit: Unit) -> dict[str, Any]:
-        record = measure(testbed(unit.arm), args)
+        record = measure(find_testbed(unit.arm), args)
         record["args"] = asdict(args)
         return record
 

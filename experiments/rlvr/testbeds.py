@@ -16,7 +16,7 @@ it):
 * ``toolmix`` (:func:`envs.reasoning.tooluse.make_tool_mix_sft_set`): calculator prompts that need the tool and
   single-fact prompts that do not, with calculator traces on a share ``overuse`` of the latter (ARPO's fewer calls).
 
-:data:`TESTBEDS` holds their settings (:class:`Testbed`); :func:`train_warm_start` trains and saves one (a few
+:data:`TESTBEDS` holds their settings (:class:`WarmStart`); :func:`train_warm_start` trains and saves one (a few
 minutes on one core); :func:`sample_responses` draws ``n`` responses per task, optionally after a hint, and returns
 per-response correctness, length (sampled tokens), calculator calls and the mean token entropy.
 """
@@ -53,7 +53,7 @@ CHECKPOINT_DIR = Path("runs/rlvr/testbeds")
 
 
 @dataclass
-class Testbed:
+class WarmStart:
     """One warm start and the prompts it is measured on.
 
     Attributes:
@@ -129,15 +129,16 @@ class Testbed:
         return out
 
 
-TESTBEDS: dict[str, Testbed] = {
+TESTBEDS: dict[str, WarmStart] = {
     t.name: t
     for t in (
-        Testbed(
+        WarmStart(
             "countdown",
             COUNTDOWN_FAMILY,
             train_difficulties=[2, 3, 4, 5],
             train_weights=[1.0, 1.0, 1.0, 0.15],
             eval_difficulties=[2, 3, 4, 5],
+            steps=1200,
             bank_size=20_000,
             mix={"reference_share": 0.7},
             max_new_tokens=48,
@@ -145,22 +146,24 @@ TESTBEDS: dict[str, Testbed] = {
                 alphabet=COUNTDOWN_ALPHABET, hidden_size=128, intermediate_size=384, num_layers=3, max_positions=72
             ),
         ),
-        Testbed(
+        WarmStart(
             "carry",
             CARRY_FAMILY,
             train_difficulties=[2, 3, 4, 5],
             train_weights=[1.0, 1.0, 1.0, 1.0],
             eval_difficulties=[2, 3, 4, 5],
+            steps=800,
             mix={"long_share": 0.5, "budgets": [8, 16, 32, 64], "budget_share": 0.3},
             max_new_tokens=56,
             model=CharLMConfig(alphabet=CARRY_ALPHABET, hidden_size=96, intermediate_size=288, max_positions=80),
         ),
-        Testbed(
+        WarmStart(
             "toolmix",
             CALC_FAMILY,
             train_difficulties=[1, 2],
             train_weights=[1.0, 1.0],
             eval_difficulties=[1, 2],
+            steps=800,
             mix={"no_tool_share": 0.5, "overuse": 0.6},
             max_new_tokens=64,
             model=CharLMConfig(alphabet=TOOL_ALPHABET, hidden_size=96, intermediate_size=288, max_positions=88),
@@ -169,7 +172,7 @@ TESTBEDS: dict[str, Testbed] = {
 }
 
 
-def testbed(name: str) -> Testbed:
+def find_testbed(name: str) -> WarmStart:
     """The testbed ``name``.
 
     Raises:
@@ -181,7 +184,7 @@ def testbed(name: str) -> Testbed:
 
 
 def train_warm_start(
-    bed: Testbed, path: Path | None = None, log: Any = print
+    bed: WarmStart, path: Path | None = None, log: Any = print
 ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Fit the testbed's warm start (seeded by ``bed.seed``) and save it to ``path`` if given.
 
@@ -208,8 +211,8 @@ def train_warm_start(
     return model, info
 
 
-def load_or_train(bed: Testbed, path: Path | None = None, log: Any = print) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The warm start at ``path`` (default :attr:`Testbed.checkpoint`), trained and saved first if it is missing."""
+def load_or_train(bed: WarmStart, path: Path | None = None, log: Any = print) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The warm start at ``path`` (default :attr:`WarmStart.checkpoint`), trained and saved first if it is missing."""
     path = bed.checkpoint if path is None else path
     if path.is_file():
         model, _, extra = load_model(path)
@@ -245,7 +248,7 @@ class Responses:
 
 def sample_responses(
     model: torch.nn.Module,
-    bed: Testbed,
+    bed: WarmStart,
     tasks: Sequence[Task],
     n: int,
     *,

@@ -19,7 +19,7 @@ from experiments.rlvr.headroom import (
     tool_call_rate,
     verdicts,
 )
-from experiments.rlvr.testbeds import TESTBEDS, testbed
+from experiments.rlvr.testbeds import TESTBEDS, find_testbed
 
 
 def test_pass_gap_hand_computed() -> None:
@@ -69,7 +69,7 @@ def test_judge_and_verdicts() -> None:
 
 def test_unknown_testbed_is_one_sentence() -> None:
     with pytest.raises(ValueError, match="unknown testbed 'nope'; known: countdown, carry, toolmix"):
-        testbed("nope")
+        find_testbed("nope")
     with pytest.raises(ValueError, match="need 1 <= k <= samples"):
         Args(k=8, samples=4)
 
