@@ -10,9 +10,9 @@ it):
   rest, so sampling finds answers greedy decoding misses (pass@k well above pass@1: EEPO, DARS-B, HAPO, E3, BAPO); the
   5-number bucket gets a small weight, so it is rarely solved unaided but a partial solution in the context completes
   it (Guide, SEELE).
-* ``carry`` (:mod:`envs.reasoning.carry`): multi-operand sums with short (answer at once) and long (pairwise steps)
-  correct traces on every difficulty, plus budget prompts, so correct answers of very different lengths coexist on
-  the same prompt (HBPO, ALP, EHPO).
+* ``carry`` (:mod:`envs.reasoning.carry`): sums of 2-5 single-digit operands with short (answer at once) and long
+  (pairwise steps) correct traces on every difficulty, plus budget prompts, so correct answers of very different
+  lengths coexist on the same prompt (HBPO, ALP, EHPO).
 * ``toolmix`` (:func:`envs.reasoning.tooluse.make_tool_mix_sft_set`): calculator prompts that need the tool and
   single-fact prompts that do not, with calculator traces on a share ``overuse`` of the latter (ARPO's fewer calls).
 
@@ -68,8 +68,8 @@ class WarmStart:
         bank_size: SFT examples drawn once and resampled each step (the countdown solver is too slow to draw fresh
             examples every step; 0 draws fresh ones).
         mix: The family's data-mix settings (keyword arguments of its SFT-set maker: ``reference_share`` for
-            countdown, ``long_share`` / ``budgets`` / ``budget_share`` for carry, ``no_tool_share`` / ``overuse`` for
-            toolmix).
+            countdown, ``long_share`` / ``digits`` / ``budgets`` / ``budget_share`` for carry, ``no_tool_share`` /
+            ``overuse`` for toolmix).
         max_new_tokens: Completion budget when sampling (tool results included).
         model: Architecture of the character LM.
         seed: Seed of the data, the initialisation and the fit.
@@ -123,7 +123,7 @@ class WarmStart:
             if self.family == COUNTDOWN_FAMILY:
                 out += make_countdown_set(per_bucket, rng, (d,))
             elif self.family == CARRY_FAMILY:
-                out += make_carry_set(per_bucket, rng, (d,))
+                out += make_carry_set(per_bucket, rng, (d,), int(self.mix.get("digits", 2)))
             else:
                 out += make_tool_mix_set(per_bucket, rng, float(self.mix.get("no_tool_share", 0.5)), (d,))
         return out
@@ -138,13 +138,11 @@ TESTBEDS: dict[str, WarmStart] = {
             train_difficulties=[2, 3, 4, 5],
             train_weights=[1.0, 1.0, 1.0, 0.15],
             eval_difficulties=[2, 3, 4, 5],
-            steps=1200,
+            steps=600,
             bank_size=20_000,
             mix={"reference_share": 0.7},
             max_new_tokens=48,
-            model=CharLMConfig(
-                alphabet=COUNTDOWN_ALPHABET, hidden_size=128, intermediate_size=384, num_layers=3, max_positions=72
-            ),
+            model=CharLMConfig(alphabet=COUNTDOWN_ALPHABET, hidden_size=96, intermediate_size=288, max_positions=72),
         ),
         WarmStart(
             "carry",
@@ -152,10 +150,12 @@ TESTBEDS: dict[str, WarmStart] = {
             train_difficulties=[2, 3, 4, 5],
             train_weights=[1.0, 1.0, 1.0, 1.0],
             eval_difficulties=[2, 3, 4, 5],
-            steps=800,
-            mix={"long_share": 0.5, "budgets": [8, 16, 32, 64], "budget_share": 0.3},
+            steps=500,
+            # Single-digit operands: with two-digit ones, 500 steps left pass@1 at 0.013 and too few correct answers
+            # to show a length spread (the gate's first try failed there).
+            mix={"long_share": 0.5, "digits": 1, "budgets": [8, 16, 32, 64], "budget_share": 0.3},
             max_new_tokens=56,
-            model=CharLMConfig(alphabet=CARRY_ALPHABET, hidden_size=96, intermediate_size=288, max_positions=80),
+            model=CharLMConfig(alphabet=CARRY_ALPHABET, max_positions=80),
         ),
         WarmStart(
             "toolmix",
@@ -163,10 +163,10 @@ TESTBEDS: dict[str, WarmStart] = {
             train_difficulties=[1, 2],
             train_weights=[1.0, 1.0],
             eval_difficulties=[1, 2],
-            steps=800,
+            steps=500,
             mix={"no_tool_share": 0.5, "overuse": 0.6},
             max_new_tokens=64,
-            model=CharLMConfig(alphabet=TOOL_ALPHABET, hidden_size=96, intermediate_size=288, max_positions=88),
+            model=CharLMConfig(alphabet=TOOL_ALPHABET, max_positions=88),
         ),
     )
 }
