@@ -1,7 +1,7 @@
 """Headroom gate of the RLVR methods: does the statistic each method acts on exist in its testbed's warm start?
 
-Run from the repository root (one thread, low priority, resumable; about ten minutes, most of it the three warm
-starts):
+Run from the repository root (one thread, low priority, resumable; on a shared two-core machine at ``nice -n 10``
+about 17-21 minutes per testbed, most of it the warm start's fit):
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python experiments/rlvr/headroom.py
 
