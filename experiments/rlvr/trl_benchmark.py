@@ -232,12 +232,12 @@ def make_trainer(
     from meta.rlvr.lm.tokenizer import CharTokenizer
     from meta.rlvr.trl import AllocatingGRPOTrainer
 
-    rows = prompts_per_step * 8
-    if rows % processes or (prompts_per_step * MAX_ROWS_PER_PROMPT) % processes:
+    if prompts_per_step % processes:
         raise ValueError(
-            f"prompts_per_step={prompts_per_step} does not split over processes={processes}: the global batch of "
-            f"{rows} rows must divide evenly"
+            f"prompts_per_step={prompts_per_step} does not split evenly over processes={processes}: every process "
+            "gets the same number of prompts"
         )
+    rows = prompts_per_step * 8
 
     def exact_match(prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any) -> list[float]:
         return [verify(Task(p, a, family, 0), c) for p, c, a in zip(prompts, completions, answer, strict=True)]
