@@ -340,12 +340,14 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args, proce
         model.train()
         return {"step": step, "accuracy": accuracy, "train_seconds": seconds, **trainer.ledger.as_dict()}
 
+    eval_every, last_step = args.eval_every, args.steps
+
     class Evaluate(TrainerCallback):
-        def on_train_begin(self, targs: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             clock["start"], clock["evaluating"] = time.perf_counter(), 0.0
 
-        def on_step_end(self, targs: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step % args.eval_every == 0 or state.global_step == args.steps:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step % eval_every == 0 or state.global_step == last_step:
                 curve.append(point(state.global_step))
 
     load = os.getloadavg()[0]

@@ -251,7 +251,9 @@ def summarize_trl(
     }
 
 
-def _ci(low: float | None, high: float | None, spec: str = ".2f", signed: bool = False) -> str:
+def _ci(bounds: Sequence[float | None], spec: str = ".2f", signed: bool = False) -> str:
+    """An interval ``[low, high]`` in ``spec`` (with a sign if ``signed``), ``[never]`` without bounds."""
+    low, high = bounds
     if low is None or high is None:
         return "[never]"
     sign = "+" if signed else ""
@@ -294,12 +296,12 @@ def trl_table(summary: dict[str, Any]) -> str:
             for family, arms in fams.items():
                 for arm, e in arms.items():
                     tokens = "never" if e["tokens_to_target_diff"] is None else f"{e['tokens_to_target_diff']:+,.0f}"
-                    t_ci = _ci(*e["tokens_to_target_diff_ci"], spec=",.0f", signed=True)
+                    t_ci = _ci(e["tokens_to_target_diff_ci"], spec=",.0f", signed=True)
                     unreached = f" ({e['unreached_seeds']} seeds unreached)" if e["unreached_seeds"] else ""
                     r_lo, r_hi = e["ratio_tokens_ci"]
                     lines.append(
                         f"| {count} | {family} | {arm} | {e['final_accuracy_diff']:+.3f} "
-                        f"{_ci(*e['final_accuracy_diff_ci'], spec='.3f', signed=True)} | {tokens} {t_ci}{unreached} "
+                        f"{_ci(e['final_accuracy_diff_ci'], spec='.3f', signed=True)} | {tokens} {t_ci}{unreached} "
                         f"| {fmt(e['ratio_tokens'])} [{fmt(r_lo)}, {fmt(r_hi)}] "
                         f"| {'yes' if e['equal_within_noise'] else 'no'} |"
                     )
