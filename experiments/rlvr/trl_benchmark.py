@@ -20,9 +20,10 @@ Every arm of a family starts from the same checkpoint, with the same prompt pool
 with 1 process or with 2 (``--processes``): a 2-process run is ``python -m torch.distributed.run --nproc_per_node 2``
 (gloo on the CPU) with half the batch per process, so the global batch is the 1-process one; the launcher starts one
 such process group for all the missing 2-process runs and its rank 0 writes each record. Held-out greedy accuracy every
-``eval_every`` steps (split over the processes), against the adapter's ledger of generated tokens and the training
-wall-clock (evaluations excluded); per step, TRL's logged ``reward``, the adapter's ``rlvr/reward_per_prompt``,
-``rlvr/stages``, ``rlvr/rollout_seconds``, ``rlvr/stage_seconds`` and rows and tokens generated and trained. Each
+``eval_every`` steps (split over the processes), against the adapter's ledger of generated tokens, the training
+wall-clock and the busiest process's CPU time (evaluations excluded); per step, TRL's logged ``reward``, the adapter's
+``rlvr/reward_per_prompt``, ``rlvr/stages``, ``rlvr/rollout_seconds``, ``rlvr/stage_seconds`` and rows and tokens
+generated and trained. Each
 finished run is written to ``results/trl/per_run/<family>__<arm>__<seed>__p<processes>.json`` at once; the summary
 goes to ``results/trl_summary.json`` (``families.<name>`` for 1 process, ``processes.<n>.<name>`` for each process
 count, ``two_vs_one_process``, ``target_parts`` and ``target_met``). The summary and its table are
@@ -200,6 +201,15 @@ def greedy_accuracy(model: torch.nn.Module, tasks: list[Task], max_new_tokens: i
     return correct / len(tasks)
 
 
+def busiest(seconds: float) -> float:
+    """The largest of every process's ``seconds`` (inside a process group: gathered from all; else ``seconds``)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        value = torch.tensor([seconds], dtype=torch.float64)
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+        return float(value.item())
+    return float(seconds)
+
+
 #: Rows per prompt a benchmark step may hold (the largest per-prompt count of any arm, 16, plus one reused response).
 MAX_ROWS_PER_PROMPT = 17
 
@@ -329,22 +339,32 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args, proce
     allocator = ARMS[arm]()
 
     curve: list[dict[str, Any]] = []
-    clock = {"start": 0.0, "evaluating": 0.0}
+    clock = {"start": 0.0, "evaluating": 0.0, "cpu_start": 0.0, "cpu_evaluating": 0.0}
 
     def point(step: int) -> dict[str, Any]:
-        # The training wall-clock so far: time since train() began, less the time spent in these evaluations.
+        # The training wall-clock so far: time since train() began, less the time spent in these evaluations; and the
+        # same in CPU time of the busiest process, which a machine shared with other jobs does not inflate.
         seconds = time.perf_counter() - clock["start"] - clock["evaluating"] if step else 0.0
-        started = time.perf_counter()
+        cpu = time.process_time() - clock["cpu_start"] - clock["cpu_evaluating"] if step else 0.0
+        started, cpu_started = time.perf_counter(), time.process_time()
         accuracy = greedy_accuracy(model, held_out, args.max_new_tokens)
         clock["evaluating"] += time.perf_counter() - started
+        clock["cpu_evaluating"] += time.process_time() - cpu_started
         model.train()
-        return {"step": step, "accuracy": accuracy, "train_seconds": seconds, **trainer.ledger.as_dict()}
+        return {
+            "step": step,
+            "accuracy": accuracy,
+            "train_seconds": seconds,
+            "train_cpu_seconds": busiest(cpu),
+            **trainer.ledger.as_dict(),
+        }
 
     eval_every, last_step = args.eval_every, args.steps
 
     class Evaluate(TrainerCallback):
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             clock["start"], clock["evaluating"] = time.perf_counter(), 0.0
+            clock["cpu_start"], clock["cpu_evaluating"] = time.process_time(), 0.0
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step % eval_every == 0 or state.global_step == last_step:
@@ -374,12 +394,21 @@ def run_one(family: str, arm: str, seed: int, checkpoint: str, args: Args, proce
         start = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - start - clock["evaluating"]
+        cpu_seconds = busiest(time.process_time() - clock["cpu_start"] - clock["cpu_evaluating"])
         steps, speeds = step_log(trainer.state.log_history)
     record = run_record(arm, seed, curve, trainer.ledger.as_dict(), seconds, allocator)
     # The 1-minute load average of the machine before and after the run: wall-clock is only comparable between runs
     # made under similar load.
     load_average = [round(load, 2), round(os.getloadavg()[0], 2)]
-    return {"family": family, "processes": processes, **record, "steps": steps, "speeds": speeds, "load": load_average}
+    return {
+        "family": family,
+        "processes": processes,
+        **record,
+        "cpu_seconds": cpu_seconds,
+        "steps": steps,
+        "speeds": speeds,
+        "load": load_average,
+    }
 
 
 def unit_path(folder: Path, family: str, arm: str, seed: int, processes: int) -> Path:

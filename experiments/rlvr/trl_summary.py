@@ -48,14 +48,20 @@ def trl_family_summary(runs: Sequence[dict[str, Any]], family: str, arms: Sequen
     target = summary["target_accuracy"]
     by = {(r["arm"], r["seed"]): r for r in runs}
     base_seconds = [first_reaching(by[(BASELINE, s)], target, "train_seconds") for s in seeds]
+    base_cpu = [first_reaching(by[(BASELINE, s)], target, "train_cpu_seconds") for s in seeds]
     for arm, entry in summary["arms"].items():
         rs = [by[(arm, s)] for s in seeds]
         entry["seconds_to_target"] = [first_reaching(r, target, "train_seconds") for r in rs]
         seconds = cost_ratio(entry["seconds_to_target"], base_seconds)
         entry["ratio_seconds_vs_uniform_g8"], entry["ratio_seconds_ci"] = seconds["value"], seconds["ci"]
+        # The same in CPU time (the busiest process's): what the wall-clock ratio is on a machine no one else uses.
+        entry["cpu_seconds_to_target"] = [first_reaching(r, target, "train_cpu_seconds") for r in rs]
+        cpu = cost_ratio(entry["cpu_seconds_to_target"], base_cpu)
+        entry["ratio_cpu_seconds_vs_uniform_g8"], entry["ratio_cpu_seconds_ci"] = cpu["value"], cpu["ci"]
         entry["rows_trained"] = float(np.mean([r["costs"]["rows_trained"] for r in rs]))
         entry["tokens_trained"] = float(np.mean([r["costs"]["tokens_trained"] for r in rs]))
         entry["seconds"] = float(np.mean([r["seconds"] for r in rs]))
+        entry["cpu_seconds"] = float(np.mean([r["cpu_seconds"] for r in rs]))
         steps = [len(r["steps"]["rlvr/stages"]) for r in rs]
         entry["seconds_per_step"] = float(np.mean([r["seconds"] / max(n, 1) for r, n in zip(rs, steps, strict=True)]))
         entry["stages_per_step"] = _mean_of_steps(rs, "rlvr/stages")
@@ -76,6 +82,8 @@ def trl_family_summary(runs: Sequence[dict[str, Any]], family: str, arms: Sequen
         mine = summary["arms"][best["arm"]]
         best["ratio_seconds_vs_uniform_g8"] = mine["ratio_seconds_vs_uniform_g8"]
         best["seconds_ci"] = mine["ratio_seconds_ci"]
+        best["ratio_cpu_seconds_vs_uniform_g8"] = mine["ratio_cpu_seconds_vs_uniform_g8"]
+        best["cpu_seconds_ci"] = mine["ratio_cpu_seconds_ci"]
         diffs = [
             float(
                 np.mean([p["accuracy"] for p in by[(best["arm"], s)]["curve"][-FINAL_WINDOW:]])
@@ -173,6 +181,9 @@ def _target_parts(
             "value": value,
             "ci": best.get("seconds_ci", [None, None]),
             "met": value is not None and value <= WALL_CLOCK_BOUND,
+            # Beside it, not judged: the ratio in the busiest process's CPU time, robust to a shared machine's load.
+            "cpu_value": best.get("ratio_cpu_seconds_vs_uniform_g8"),
+            "cpu_ci": best.get("cpu_seconds_ci", [None, None]),
         }
     equal: dict[str, Any] = {}
     for family in families:
@@ -265,19 +276,22 @@ def trl_table(summary: dict[str, Any]) -> str:
     runs against the 1-process ones; then each part of the target and the verdict."""
     lines = [
         "| processes | family | arm | tokens-to-target ratio [95% CI] | wall-clock-to-target ratio [95% CI] "
-        "| final acc (mean [95% CI]) | tokens generated / trained | rows generated / trained | stages per step "
+        "| CPU-time-to-target ratio [95% CI] | final acc (mean [95% CI]) | tokens generated / trained "
+        "| rows generated / trained | stages per step "
         "| s per stage | s per step | reward per prompt / per row |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for count, fams in by_processes(summary).items():
         for family, s in fams.items():
             for arm, e in s["arms"].items():
                 lo, hi = e["ratio_ci"]
                 s_lo, s_hi = e["ratio_seconds_ci"]
+                c_lo, c_hi = e["ratio_cpu_seconds_ci"]
                 acc_lo, acc_hi = e["final_accuracy_ci"]
                 lines.append(
                     f"| {count} | {family} | {arm} | {fmt(e['ratio_tokens_vs_uniform_g8'])} [{fmt(lo)}, {fmt(hi)}] "
                     f"| {fmt(e['ratio_seconds_vs_uniform_g8'])} [{fmt(s_lo)}, {fmt(s_hi)}] "
+                    f"| {fmt(e['ratio_cpu_seconds_vs_uniform_g8'])} [{fmt(c_lo)}, {fmt(c_hi)}] "
                     f"| {np.mean(e['final_accuracy']):.3f} [{acc_lo:.3f}, {acc_hi:.3f}] "
                     f"| {e['total_tokens']:,.0f} / {e['tokens_trained']:,.0f} "
                     f"| {e['total_responses']:,.0f} / {e['rows_trained']:,.0f} | {e['stages_per_step']:.2f} "
@@ -331,7 +345,8 @@ def trl_table(summary: dict[str, Any]) -> str:
         lo, hi = p["ci"]
         lines.append(
             f"- {family}, 2 processes: {p['arm']} at {fmt(p['value'])}x uniform G=8's wall-clock to target "
-            f"[{fmt(lo)}, {fmt(hi)}] (<= {WALL_CLOCK_BOUND}x: {verdict(p['met'])})."
+            f"[{fmt(lo)}, {fmt(hi)}] (<= {WALL_CLOCK_BOUND}x: {verdict(p['met'])}); in CPU time of the busiest process "
+            f"{fmt(p['cpu_value'])}x [{fmt(p['cpu_ci'][0])}, {fmt(p['cpu_ci'][1])}] (not judged)."
         )
     for family, p in parts["two_processes_equal_one_process"].items():
         unequal = f" (not equal: {', '.join(p['not_equal'])})" if p["not_equal"] else ""

@@ -107,6 +107,7 @@ def _run(
                 "step": step,
                 "accuracy": final if step >= reach_step else 0.1,
                 "train_seconds": step_seconds * step,
+                "train_cpu_seconds": 0.5 * step,
                 "completion_tokens": tokens,
                 "responses": rows * step,
                 "prompt_tokens": 0,
@@ -128,6 +129,7 @@ def _run(
             "tokens_trained": 90 * steps,
         },
         "seconds": step_seconds * steps,
+        "cpu_seconds": 0.5 * steps,
         "zero_variance_fraction": 0.0,
         "steps": {
             "reward": [0.25] * steps,
@@ -162,6 +164,10 @@ def test_summary_has_wall_clock_to_target_rows_tokens_stages_and_rewards_per_pro
     assert ar3po["seconds_to_target"] == [2.0] * 3 and ar3po["ratio_seconds_vs_uniform_g8"] == 0.5
     assert two["arms"]["ar3po"]["ratio_seconds_vs_uniform_g8"] == 1.5
     assert two["best_adaptive"]["ratio_seconds_vs_uniform_g8"] == 1.5
+    # CPU time (the same 0.5 s per step on every run) reads the tokens' ratio, whatever the wall-clock did.
+    assert (
+        two["arms"]["ar3po"]["ratio_cpu_seconds_vs_uniform_g8"] == 0.5 and ar3po["cpu_seconds_to_target"] == [1.0] * 3
+    )
     assert ar3po["rows_trained"] == 24 and ar3po["tokens_trained"] == 540 and ar3po["total_responses"] == 24
     assert ar3po["stages_per_step"] == 2.0 and ar3po["seconds_per_stage"] == 0.25 and ar3po["seconds_per_step"] == 1.0
     assert ar3po["reward_per_prompt"] == 0.5 and ar3po["reward_row_mean"] == 0.25
@@ -178,10 +184,10 @@ def test_summary_has_wall_clock_to_target_rows_tokens_stages_and_rewards_per_pro
     assert not parts["wall_clock_at_most_uniform_on_2_processes"]["f"]["met"]  # a miss is a miss
     assert parts["two_processes_equal_one_process"]["f"]["met"] and not summary["target_met"]
     table = trl_table(summary)
-    assert "| 2 | f | ar3po | 0.50 [0.50, 0.50] | 1.50 [1.50, 1.50] |" in table
+    assert "| 2 | f | ar3po | 0.50 [0.50, 0.50] | 1.50 [1.50, 1.50] | 0.50 [0.50, 0.50] |" in table
     assert (
-        "- f, 2 processes: ar3po at 1.50x uniform G=8's wall-clock to target [1.50, 1.50] (<= 1.0x: **missed**)."
-        in table
+        "- f, 2 processes: ar3po at 1.50x uniform G=8's wall-clock to target [1.50, 1.50] (<= 1.0x: **missed**); in "
+        "CPU time of the busiest process 0.50x [0.50, 0.50] (not judged)." in table
     )
 
 
