@@ -117,6 +117,8 @@ class Args:
     """per-run results folder"""
     summary: str = str(RESULTS / "trl_summary.json")
     """summary file"""
+    run: bool = True
+    """run the missing runs first (--no-run: only summarize the records on disk, e.g. of a sweep cut short)"""
     units: list[str] = field(default_factory=list)
     """set by the launcher inside a process group: run exactly these runs (family:arm:seed) and exit"""
 
@@ -479,7 +481,11 @@ def _cli(args: Args) -> list[str]:
     for name, value in asdict(args).items():
         if name == "units":
             continue
-        out.append("--" + name.replace("_", "-"))
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + name.replace("_", "-"))
+            continue
+        out.append(flag)
         out += [str(v) for v in value] if isinstance(value, list) else [str(value)]
     return out
 
@@ -513,7 +519,7 @@ def main(args: Args) -> None:
     (out / "per_run").mkdir(parents=True, exist_ok=True)
     # Checkpoints first, here: the process groups and workers only read them.
     checkpoints = {family: ensure_checkpoint(family, args) for family in args.families}
-    for processes in args.processes:
+    for processes in args.processes if args.run else []:
         units = units_for(args, processes, out / "per_run")
         if processes == 1:
             run_sweep(
