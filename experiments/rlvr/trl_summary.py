@@ -46,6 +46,8 @@ def trl_family_summary(runs: Sequence[dict[str, Any]], family: str, arms: Sequen
     runs = [r for r in runs if r["seed"] in seeds]
     summary = summarize(runs, family, seeds, arms)
     target = summary["target_accuracy"]
+    # Held-out accuracy of the SFT checkpoint every run starts from (the step-0 evaluation).
+    summary["start_accuracy"] = float(np.mean([r["curve"][0]["accuracy"] for r in runs]))
     by = {(r["arm"], r["seed"]): r for r in runs}
     base_seconds = [first_reaching(by[(BASELINE, s)], target, "train_seconds") for s in seeds]
     base_cpu = [first_reaching(by[(BASELINE, s)], target, "train_cpu_seconds") for s in seeds]
