@@ -167,7 +167,7 @@ def test_summary_has_wall_clock_to_target_rows_tokens_stages_and_rewards_per_pro
     summary = summarize_trl(_runs(p2_ar3po_seconds=3.0), ["f"], ["uniform_g8", "ar3po"], [0, 1, 2], [1, 2])
     one, two = summary["families"]["f"], summary["processes"]["2"]["f"]
     ar3po = one["arms"]["ar3po"]
-    assert one["start_accuracy"] == 0.1 and one["target_accuracy"] == 0.95 * 0.5
+    assert one["start_accuracy"] == pytest.approx(0.1) and one["target_accuracy"] == pytest.approx(0.95 * 0.5)
     # uniform reaches the target at step 4 (400 tokens, 4 s), AR3PO at step 2 (200 tokens, 2 s; 6 s on 2 processes).
     assert ar3po["tokens_to_target"] == [200.0] * 3 and ar3po["ratio_tokens_vs_uniform_g8"] == 0.5
     assert ar3po["seconds_to_target"] == [2.0] * 3 and ar3po["ratio_seconds_vs_uniform_g8"] == 0.5
