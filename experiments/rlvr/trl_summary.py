@@ -106,7 +106,8 @@ def process_comparison(
     with its seed-bootstrap interval, and the ratio of tokens to target with its paired interval.
 
     An arm is "equal within noise" when both difference intervals contain 0 and every seed reached the target on both
-    process counts (a run that never reached it has no difference).
+    process counts (a run that never reached it has no difference); with one seed there is no interval and the verdict
+    is ``None``.
 
     Returns:
         ``{arm: {"seeds", "final_accuracy_diff", "final_accuracy_diff_ci", "tokens_to_target_diff",
@@ -137,8 +138,11 @@ def process_comparison(
         }
         lo, hi = entry["final_accuracy_diff_ci"]
         t_lo, t_hi = entry["tokens_to_target_diff_ci"]
-        entry["equal_within_noise"] = bool(
-            lo <= 0.0 <= hi and not entry["unreached_seeds"] and t_lo is not None and t_lo <= 0.0 <= t_hi
+        # One seed has no interval to hold 0: undecided (None), which no target part counts as met.
+        entry["equal_within_noise"] = (
+            None
+            if len(seeds) < 2
+            else bool(lo <= 0.0 <= hi and not entry["unreached_seeds"] and t_lo is not None and t_lo <= 0.0 <= t_hi)
         )
         out[arm] = entry
     return out
@@ -162,6 +166,7 @@ def _target_parts(
             best = fams.get(family, {}).get("best_adaptive", {})
             value = best.get("ratio_tokens_vs_uniform_g8")
             tokens[count][family] = {
+                "ran": family in fams,
                 "arm": best.get("arm"),
                 "value": value,
                 "ci": best.get("ci", [None, None]),
@@ -179,6 +184,7 @@ def _target_parts(
         best = per_count.get("2", {}).get(family, {}).get("best_adaptive", {})
         value = best.get("ratio_seconds_vs_uniform_g8")
         wall[family] = {
+            "ran": family in per_count.get("2", {}),
             "arm": best.get("arm"),
             "value": value,
             "ci": best.get("seconds_ci", [None, None]),
@@ -190,7 +196,7 @@ def _target_parts(
     equal: dict[str, Any] = {}
     for family in families:
         arms = comparison.get("2", {}).get(family, {})
-        unequal = [arm for arm, e in arms.items() if not e["equal_within_noise"]]
+        unequal = [arm for arm, e in arms.items() if e["equal_within_noise"] is not True]
         equal[family] = {"arms": sorted(arms), "not_equal": unequal, "met": bool(arms) and not unequal}
     return {
         "tokens_at_most_half_uniform": tokens,
@@ -273,6 +279,10 @@ def _ci(bounds: Sequence[float | None], spec: str = ".2f", signed: bool = False)
     return f"[{low:{sign}{spec}}, {high:{sign}{spec}}]"
 
 
+def _equal_word(equal: bool | None) -> str:
+    return "undecided (1 seed)" if equal is None else ("yes" if equal else "no")
+
+
 def trl_table(summary: dict[str, Any]) -> str:
     """The markdown tables docs/results/rlvr.md quotes: one row per process count, family and arm; the 2-process
     runs against the 1-process ones; then each part of the target and the verdict."""
@@ -319,7 +329,7 @@ def trl_table(summary: dict[str, Any]) -> str:
                         f"| {count} | {family} | {arm} | {e['final_accuracy_diff']:+.3f} "
                         f"{_ci(e['final_accuracy_diff_ci'], spec='.3f', signed=True)} | {tokens} {t_ci}{unreached} "
                         f"| {fmt(e['ratio_tokens'])} [{fmt(r_lo)}, {fmt(r_hi)}] "
-                        f"| {'yes' if e['equal_within_noise'] else 'no'} |"
+                        f"| {_equal_word(e['equal_within_noise'])} |"
                     )
     lines.append("")
     parts = summary["target_parts"]
@@ -330,6 +340,11 @@ def trl_table(summary: dict[str, Any]) -> str:
     for count, fams in parts["tokens_at_most_half_uniform"].items():
         for family, p in fams.items():
             acc = parts["final_accuracy_not_below_uniform"][count][family]
+            if not p["ran"]:
+                lines.append(
+                    f"- {family}, {count} process(es): not run (no uniform G=8 run on these seeds): {verdict(False)}."
+                )
+                continue
             if p["arm"] is None:
                 lines.append(
                     f"- {family}, {count} process(es): no adaptive arm reached the target accuracy: tokens "
@@ -344,6 +359,10 @@ def trl_table(summary: dict[str, Any]) -> str:
                 f"{acc['value']:+.3f} [{d_lo:+.3f}, {d_hi:+.3f}] against it (not below: {verdict(acc['met'])})."
             )
     for family, p in parts["wall_clock_at_most_uniform_on_2_processes"].items():
+        if p["arm"] is None:
+            state = "no adaptive arm reached the target accuracy" if p["ran"] else "not run"
+            lines.append(f"- {family}, 2 processes: {state}: wall-clock {verdict(False)}.")
+            continue
         lo, hi = p["ci"]
         lines.append(
             f"- {family}, 2 processes: {p['arm']} at {fmt(p['value'])}x uniform G=8's wall-clock to target "
@@ -351,7 +370,10 @@ def trl_table(summary: dict[str, Any]) -> str:
             f"{fmt(p['cpu_value'])}x [{fmt(p['cpu_ci'][0])}, {fmt(p['cpu_ci'][1])}] (not judged)."
         )
     for family, p in parts["two_processes_equal_one_process"].items():
-        unequal = f" (not equal: {', '.join(p['not_equal'])})" if p["not_equal"] else ""
+        if not p["arms"]:
+            lines.append(f"- {family}: 2 processes against 1: not run on both: {verdict(False)}.")
+            continue
+        unequal = f" (not equal or undecided: {', '.join(p['not_equal'])})" if p["not_equal"] else ""
         lines.append(
             f"- {family}: 2 processes equal 1 process within noise for every arm{unequal}: {verdict(p['met'])}."
         )

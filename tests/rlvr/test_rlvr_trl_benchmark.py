@@ -183,6 +183,7 @@ def test_summary_has_wall_clock_to_target_rows_tokens_stages_and_rewards_per_pro
     assert ar3po["train_rows_per_second"] == 4.0 and ar3po["load_average"] == 2.0
     parts = summary["target_parts"]
     assert parts["tokens_at_most_half_uniform"]["1"]["f"] == {
+        "ran": True,
         "arm": "ar3po",
         "value": 0.5,
         "ci": [0.5, 0.5],
@@ -226,6 +227,16 @@ def test_two_processes_against_one_pairs_seeds_on_the_one_process_target() -> No
     assert not only_one["target_parts"]["two_processes_equal_one_process"]["f"]["met"]
     assert only_one["target_parts"]["wall_clock_at_most_uniform_on_2_processes"]["f"]["arm"] is None
     assert not only_one["target_met"]
+    assert "- f, 2 processes: not run: wall-clock **missed**." in trl_table(only_one)
+    # One seed: no interval, so "equal" is undecided and the part is not met.
+    one_seed = summarize_trl(_runs(), ["f"], ["uniform_g8", "ar3po"], [0], [1, 2])
+    assert one_seed["two_vs_one_process"]["2"]["f"]["ar3po"]["equal_within_noise"] is None
+    assert not one_seed["target_parts"]["two_processes_equal_one_process"]["f"]["met"]
+    assert "| undecided (1 seed) |" in trl_table(one_seed)
+    # A family without runs is said to be not run, not "no arm reached the target".
+    assert "- g, 1 process(es): not run (no uniform G=8 run on these seeds): **missed**." in trl_table(
+        summarize_trl(_runs(), ["f", "g"], ["uniform_g8", "ar3po"], [0, 1, 2], [1, 2])
+    )
 
 
 def test_committed_summary_has_the_issues_keys_and_its_table_is_quoted() -> None:
