@@ -246,7 +246,9 @@ def test_committed_summary_has_the_issues_keys_and_its_table_is_quoted() -> None
     for count, fams in (("1", summary["families"]), ("2", summary["processes"]["2"])):
         assert fams, f"no family has a complete seed on {count} process(es)"
         for family in fams.values():
-            assert family["seeds"] == args["seeds"] and set(family["arms"]) == set(args["arms"])
+            assert family["seeds"] == args["seeds"] and {"uniform_g8", "ar3po"} <= set(family["arms"]) <= set(
+                args["arms"]
+            )
             for key in ("ratio_tokens_vs_uniform_g8", "ratio_seconds_vs_uniform_g8", "ratio_cpu_seconds_vs_uniform_g8"):
                 assert key in family["best_adaptive"]
             for arm in family["arms"].values():
