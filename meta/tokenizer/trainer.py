@@ -69,6 +69,9 @@ class TokenizerTrainer:
         self.rng = np.random.default_rng(config.seed)
         self.step = 0
         self.train_seconds = 0.0
+        # CPU seconds of this process in the training steps: on a shared machine, the time on one core the run
+        # needed, whatever the wall clock says.
+        self.cpu_seconds = 0.0
         self.history: list[dict[str, float]] = []
         self.logger: Logger | None = None
         checkpoint = None if run_dir is None else run_dir / CHECKPOINT_NAME
@@ -104,7 +107,8 @@ class TokenizerTrainer:
         """Train until ``config.steps`` (or ``max_minutes``), checkpointing along the way.
 
         Returns:
-            ``steps`` done, ``train_seconds`` (this run's and any resumed part's), whether the time cap stopped it,
+            ``steps`` done, ``train_seconds`` and ``cpu_seconds`` (wall and CPU, this run's and any resumed part's),
+            whether the time cap stopped it,
             the last logged per-iteration training MSE, and the history of logged losses.
         """
         cfg = self.config
@@ -116,9 +120,10 @@ class TokenizerTrainer:
             if cfg.max_minutes is not None and time.perf_counter() - wall_start > 60.0 * cfg.max_minutes:
                 stopped_by_time = True
                 break
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             per_iteration = self.train_step()
             self.train_seconds += time.perf_counter() - start
+            self.cpu_seconds += time.process_time() - cpu_start
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 last = [float(v) for v in per_iteration]
@@ -133,6 +138,7 @@ class TokenizerTrainer:
         return {
             "steps": self.step,
             "train_seconds": self.train_seconds,
+            "cpu_seconds": self.cpu_seconds,
             "stopped_by_time_cap": stopped_by_time,
             "train_mse_per_iteration": last,
             "history": self.history,
@@ -156,6 +162,7 @@ class TokenizerTrainer:
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
             "train_seconds": self.train_seconds,
+            "cpu_seconds": self.cpu_seconds,
             "history": self.history,
             "rng": capture_rng({"batches": self.rng}),
         }
@@ -168,6 +175,7 @@ class TokenizerTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = int(state["step"])
         self.train_seconds = float(state["train_seconds"])
+        self.cpu_seconds = float(state["cpu_seconds"])
         self.history = list(state["history"])
         restore_rng(state["rng"], {"batches": self.rng})
 
