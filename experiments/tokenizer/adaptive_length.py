@@ -89,10 +89,10 @@ class Args:
     """Where the two training runs checkpoint (re-running resumes them)."""
     out: str = str(RESULTS / "adaptive_length.json")
     """The JSON result; the PNGs go beside it."""
-    max_minutes: float | None = 25.0
+    max_minutes: float | None = 40.0
     """Wall-clock cap of the recurrent tokenizer's training (None: none); on a shared machine the wall clock runs
     several times the CPU time, and a capped run says so (``training.stopped_by_time_cap``)."""
-    fixed_max_minutes: float | None = 5.0
+    fixed_max_minutes: float | None = 6.0
     """Wall-clock cap of the dedicated fixed-length baseline's training."""
 
 
