@@ -24,6 +24,7 @@ threshold and reported on the held-out images. Writes ``results/adaptive_length.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from meta.tokenizer.data import held_out, training_images
 from meta.tokenizer.evaluate import chosen, count_features, error_curves, fit_count_predictor, threshold_for_budget
 from meta.tokenizer.halting import ErrorThreshold, FixedCount, LearnedCount, halting_iterations
 from meta.tokenizer.trainer import TokenizerTrainer
-from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.config import to_dict
 from rolloutlab.statistics import paired_difference
 from rolloutlab.threads import set_torch_threads
@@ -94,6 +95,8 @@ class Args:
     several times the CPU time, and a capped run says so (``training.stopped_by_time_cap``)."""
     fixed_max_minutes: float | None = 6.0
     """Wall-clock cap of the dedicated fixed-length baseline's training."""
+    summarize_only: bool = False
+    """Only rewrite the markdown table (``results/adaptive_length.md``) from the committed JSON."""
 
 
 def train(config: TrainConfig, run_dir: Path, images: np.ndarray) -> tuple[TokenizerTrainer, dict[str, Any]]:
@@ -122,6 +125,10 @@ def compare(adaptive: np.ndarray, fixed: np.ndarray, resamples: int, seed: int) 
 
 
 def main(args: Args) -> dict[str, Any]:
+    if args.summarize_only:
+        result = json.loads(Path(args.out).read_text(encoding="utf-8"))
+        atomic_write_text(Path(args.out).with_suffix(".md"), markdown_table(result))
+        return result
     set_torch_threads(1)
     wall_start = time.perf_counter()
     model = TokenizerConfig(
@@ -291,6 +298,7 @@ def main(args: Args) -> dict[str, Any]:
     }
     out = Path(args.out)
     atomic_write_json(out, result)
+    atomic_write_text(out.with_suffix(".md"), markdown_table(result))
     plot(result, out.with_suffix(".png"))
     examples(adaptive_trainer, test, errors, iterations, counts_tokens, out.with_name(out.stem + "_examples.png"))
     print(
@@ -303,6 +311,23 @@ def main(args: Args) -> dict[str, Any]:
         f"{result['training']['total_cpu_minutes']:.1f} min CPU, one thread"
     )
     return result
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The budgets table of the docs: for each mean budget, the fixed-length and adaptive held-out MSE and their paired
+    difference."""
+    lines = [
+        "| budget (tokens per image) | fixed-length MSE | adaptive MSE (mean tokens) | adaptive - fixed [95% interval] "
+        "| Spearman rho (tokens, complexity) |",
+        "|---|---|---|---|---|",
+    ]
+    for b in result["budgets"]:
+        low, high = b["interval"]
+        lines.append(
+            f"| {b['budget_tokens']} | {b['fixed_mse']:.5f} | {b['adaptive_mse']:.5f} ({b['mean_tokens']:.2f}) "
+            f"| {b['difference']:+.5f} [{low:+.5f}, {high:+.5f}] | {b['spearman_complexity']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

@@ -5,10 +5,11 @@ After Duggal, Isola, Torralba & Freeman, "Adaptive Length Image Tokenization via
 ALIT). Iteration ``t`` (``1..T``) runs one shared Transformer encoder over ``[iteration token, 2D tokens, latents]``,
 where the latents are the previous iteration's (updated again here) followed by the new ones this iteration adds
 (:func:`meta.tokenizer.config.tokens_after`); its outputs are the refined 2D tokens and the updated latents fed to
-iteration ``t + 1``. Each latent is projected to a few channels and quantized with finite scalar quantization, so a
-token is one of ``prod(fsq_levels)`` codes and more tokens carry more information. The decoder reads one learned query
-per patch beside the latent tokens (each with its position) and predicts the patch's pixels; it accepts any number of
-latents, so the reconstruction from the tokens of every iteration, and from any prefix of them, comes from one network.
+iteration ``t + 1``. A new latent starts from a learned vector of its slot plus its own linear read of the whole image.
+Each latent is projected to a few channels and quantized with finite scalar quantization, so a token is one of
+``prod(fsq_levels)`` codes and more tokens carry more information. The decoder, an MLP, reads every token in its own
+slot with a flag saying the slot is filled (empty slots are zero), so the reconstruction from the tokens of every
+iteration, and from any prefix of them, comes from one network.
 
 Training minimizes the mean over iterations of the reconstruction MSE, so every token count is a usable code; how many
 iterations one image gets is a separate decision, made by a halting controller (:mod:`meta.tokenizer.halting`).

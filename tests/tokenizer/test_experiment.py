@@ -41,4 +41,5 @@ def test_experiment_writes_its_json_and_pictures(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "adaptive_length.png").stat().st_size > 0
     assert (tmp_path / "results" / "adaptive_length_examples.png").stat().st_size > 0
     assert (tmp_path / "results" / "adaptive_length_predictor.json").exists()
+    assert (tmp_path / "results" / "adaptive_length.md").read_text().count("\n") == 4  # header, rule, 2 budgets
     assert result["training"]["adaptive_steps"] == 3 and result["training"]["fixed_steps"] == 2
