@@ -126,9 +126,9 @@ def compare(adaptive: np.ndarray, fixed: np.ndarray, resamples: int, seed: int) 
 
 def main(args: Args) -> dict[str, Any]:
     if args.summarize_only:
-        result = json.loads(Path(args.out).read_text(encoding="utf-8"))
-        atomic_write_text(Path(args.out).with_suffix(".md"), markdown_table(result))
-        return result
+        saved: dict[str, Any] = json.loads(Path(args.out).read_text(encoding="utf-8"))
+        atomic_write_text(Path(args.out).with_suffix(".md"), markdown_table(saved))
+        return saved
     set_torch_threads(1)
     wall_start = time.perf_counter()
     model = TokenizerConfig(

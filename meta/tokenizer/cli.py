@@ -53,7 +53,7 @@ def train(
         if checkpoint is not None and checkpoint.exists() and config is None:
             # Resuming: the run's own settings (the network must match the checkpoint); only the budget can change.
             saved = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)["config"]
-            budget = {k: overrides[k] for k in ("steps", "max_minutes") if k in overrides}
+            budget: dict[str, object] = {k: overrides[k] for k in ("steps", "max_minutes") if k in overrides}
             cfg = from_dict(TrainConfig, {**saved, **budget})
         elif config is not None:
             cfg = load_yaml(TrainConfig, config, overrides)
@@ -106,7 +106,8 @@ def evaluate(
     errors = error_curves(model, shapes.images)
     counts = halting_iterations(controller, errors, count_features(shapes.images, errors[:, 0]))
     tokens = np.asarray(cfg.model.token_counts())[counts - 1]
-    rho = float(spearmanr(tokens, shapes.complexity).statistic)
+    # Spearman's rho is undefined when every image got the same count (a fixed count, say).
+    rho = float(spearmanr(tokens, shapes.complexity).statistic) if np.ptp(tokens) > 0 else float("nan")
     typer.echo(
         f"{halting}: {tokens.mean():.2f} tokens per image, reconstruction MSE {chosen(errors, counts).mean():.5f}, "
         f"Spearman rho of tokens vs complexity {rho:.3f} over {images} held-out shape images"

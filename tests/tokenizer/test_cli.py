@@ -12,7 +12,7 @@ from meta.tokenizer.trainer import CHECKPOINT_NAME
 from rolloutlab.checkpoint import load_checkpoint
 from rolloutlab.cli import app
 
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "250"})  # wide enough that a refusal's sentence is not wrapped
 
 PRESET = {
     "steps": 4,
