@@ -46,6 +46,7 @@ def test_headroom_gate_end_to_end_and_resume(tmp_path: Path, monkeypatch: pytest
         "best_fixed_k_differs",
         "oracle_beats_single_by_2se",
         "cross_fitted_oracle_beats_single",
+        "best_arm_differs",
         "verdict_rule",
         "best_fixed_arm_by_bin",
         "single_best_arm",
@@ -136,3 +137,8 @@ def test_protocol_names_compute_matching_only_when_it_is_off() -> None:
     matched = headroom.protocol(headroom.Settings())
     assert "compute_matched" not in matched
     assert headroom.protocol(headroom.Settings(compute_matched=False)) == {**matched, "compute_matched": False}
+
+
+def test_arms_split_between_specs_not_inside_them() -> None:
+    settings = headroom.Settings(arms="fixed:0, linear:2,3,32,0,dec:32")
+    assert headroom.arm_list(settings) == ["fixed:0", "linear:2,3,32,0", "dec:32"]
