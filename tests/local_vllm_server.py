@@ -3,7 +3,8 @@
 Importable from every test as ``local_vllm_server`` (pytest puts ``tests/`` on ``sys.path`` for ``tests/conftest.py``).
 
 :class:`LocalVLLMServer` is a real HTTP server on ``127.0.0.1`` (a free port, standard-library ``http.server``, one
-thread per request) that answers the endpoints TRL 1.16's ``VLLMClient`` and ``VLLMGeneration`` call in server mode:
+thread per request) that answers the endpoints TRL's ``VLLMClient`` and ``VLLMGeneration`` (1.11 to 1.16) call in
+server mode:
 
 * ``GET /health``, ``/v1/models``, ``/get_world_size``, ``/server_info`` (``logprobs_mode: processed_logprobs`` and a
   weight-transfer engine, as TRL requires);
