@@ -54,10 +54,11 @@ TRL_TESTS := tests/rlvr/test_rlvr_trl_versions.py tests/rlvr/test_rlvr_trl.py te
 	tests/rlvr/test_rlvr_trl_vllm.py tests/rlvr/test_rlvr_trl_data_parallel.py tests/rlvr/test_rlvr_meta_trl.py \
 	tests/rlvr/test_rlvr_example.py tests/rlvr/test_rlvr_trl_benchmark.py
 
-.venv-trl-%/.installed: pyproject.toml
+# eval: the meta-policy test trains a controller, whose training report draws with matplotlib.
+.venv-trl-%/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv .venv-trl-$*
 	.venv-trl-$*/bin/python -m pip install -q "$(TORCH_SPEC)"
-	.venv-trl-$*/bin/python -m pip install -q -e ".[dev,llm]" "trl==$*"
+	.venv-trl-$*/bin/python -m pip install -q -e ".[dev,llm,eval]" "trl==$*"
 	touch $@
 
 test-trl-matrix: $(foreach v,$(TRL_MATRIX),.venv-trl-$(v)/.installed)
