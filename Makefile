@@ -47,8 +47,8 @@ test: browser lint typecheck docs pytest
 
 # The TRL adapter's tests on the oldest and the newest TRL release of meta.rlvr.trl_limits.SUPPORTED_TRL, each in a
 # venv of its own (.venv-trl-<release>); tests/rlvr/test_rlvr_trl_versions.py checks this list against the range.
-# Not part of `make test` (two more venvs to build, then under a minute of tests each on 2 cores): `make test` runs the same
-# tests on the TRL the llm extra resolves to and checks the version range itself.
+# Not part of `make test` (two more venvs to build, then under a minute of tests each on 2 cores): `make test` runs
+# the same tests on the TRL the llm extra resolves to and checks the version range itself.
 TRL_MATRIX ?= 1.11.0 1.16.0
 TRL_TESTS := tests/rlvr/test_rlvr_trl_versions.py tests/rlvr/test_rlvr_trl.py tests/rlvr/test_rlvr_trl_limits.py \
 	tests/rlvr/test_rlvr_trl_vllm.py tests/rlvr/test_rlvr_trl_data_parallel.py tests/rlvr/test_rlvr_meta_trl.py \
