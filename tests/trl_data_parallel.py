@@ -70,14 +70,13 @@ class RowSeededTrainer(AllocatingGRPOTrainer):
             self._local_rows = tuple(rows[i] for i in local)
         super()._sample_stage(groups, counts, stage)
 
-    def _generate_single_turn(
-        self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, *a: Any
-    ) -> tuple[list[list[int]], None]:
+    def _generate_single_turn(self, prompt_ids: Any, *a: Any, **kw: Any) -> tuple[list[list[int]], None]:
+        # The arguments after prompt_ids differ between TRL releases (num_generations since 1.14): passed on as given.
         assert len(prompt_ids) == len(self._local_rows)
         completions: list[list[int]] = []
         for ids, row in zip(prompt_ids, self._local_rows, strict=True):
             torch.manual_seed(zlib.crc32(repr(row).encode()))
-            out, _ = super()._generate_single_turn([ids], images, multimodal_fields, num_generations, *a)
+            out, _ = super()._generate_single_turn([ids], *a, **kw)
             completions += out
         return completions, None
 

@@ -1,4 +1,4 @@
-"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL >=1.16,<1.17).
+"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL >=1.11,<1.17).
 
 The documented path is a config: :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig` (``GRPOConfig`` plus
 ``allocator``, ``correctness_reward``, ``reuse_capacity``, ``max_rows_per_step``) passed as ``args`` to
@@ -53,7 +53,6 @@ import json
 import os
 import tempfile
 import time
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,12 +71,13 @@ from meta.rlvr.trl_config import AdaptiveRolloutConfig, resolve_rollout_settings
 from meta.rlvr.trl_distributed import generate_and_score, global_rows, rank_rows
 from meta.rlvr.trl_internals import (
     GRPOTrainer,
-    add_fused_lm_head,
     calculate_rewards,
+    completion_end_ids,
     is_conversational,
     nanstd,
     pad,
     pad_to_slices,
+    set_loss_temperature,
 )
 from meta.rlvr.trl_limits import (
     SUPPORTED_TRL,
@@ -128,9 +128,10 @@ def _default_key(row: dict[str, Any]) -> str:
 def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
     """Set the temperature TRL samples with *and* divides the logits by in the loss's log-probabilities.
 
-    TRL 1.16 builds a fused LM head at construction with the temperature of that moment baked in; setting
-    ``trainer.temperature`` alone changes sampling but leaves the loss at the old temperature. This re-patches the
-    policy's (and the reference model's) fused head from the model class's own ``forward``.
+    From TRL 1.15 on, ``GRPOTrainer`` builds a fused LM head at construction with the temperature of that moment baked
+    in; setting ``trainer.temperature`` alone changes sampling but leaves the loss at the old temperature. This
+    re-patches the policy's (and the reference model's) fused head
+    (:func:`~meta.rlvr.trl_internals.set_loss_temperature`).
 
     Raises:
         ValueError: ``temperature <= 0``.
@@ -145,15 +146,9 @@ def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "get_base_model"):
         model = model.get_base_model()
-    _repatch(model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs", "entropy"))
+    set_loss_temperature(model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs", "entropy"))
     if trainer.ref_model is not None:
-        _repatch(trainer.ref_model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs",))
-
-
-def _repatch(model: torch.nn.Module, temperature: float, fp32: bool, outputs: tuple[str, ...]) -> None:
-    # Restore the class's forward first so the new head does not wrap the old one.
-    model.forward = types.MethodType(type(model).forward, model)  # type: ignore[method-assign]
-    add_fused_lm_head(model, temperature=temperature, cast_lm_head_to_fp32=fp32, outputs=outputs)  # type: ignore[arg-type]
+        set_loss_temperature(trainer.ref_model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs",))
 
 
 @dataclass
@@ -484,7 +479,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if not ids:
             return
         lengths = np.array([len(c) for c in ids], dtype=float)
-        ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+        ends = completion_end_ids(self)
         truncated = np.array([not c or c[-1] not in ends for c in ids])
         done = lengths[~truncated] if (~truncated).any() else np.zeros(1)
         for key, value in (
@@ -555,7 +550,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         c_ids = pad(completion_ids, padding_value=pad_id, padding_side="right", pad_to_multiple_of=multiple).to(device)
         c_mask = pad(completion_mask, padding_value=0, padding_side="right", pad_to_multiple_of=multiple).to(device)
         if self.mask_truncated_completions:
-            ends = {*self.eos_token_ids, pad_id}
+            ends = completion_end_ids(self)
             truncated = torch.tensor([not c or c[-1] not in ends for c in ids_list], device=device)
             c_mask = c_mask * (~truncated).unsqueeze(1).int()
         num_items = self.accelerator.gather(c_mask.sum()).sum()

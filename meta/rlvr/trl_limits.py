@@ -26,10 +26,13 @@ from packaging.version import Version
 
 from meta.rlvr.allocators.base import Allocator, Uniform
 
-#: The TRL releases the adapter is tested with, ``[low, high)`` (pyproject's ``llm`` extra pins the same range): the
-#: adapter overrides one private ``GRPOTrainer`` method and calls a few others (all in
-#: :mod:`meta.rlvr.trl_internals`), which TRL may change in any minor release.
-SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
+#: The TRL releases the adapter is tested with, ``[low, high)`` (pyproject's ``llm`` extra pins the same range, and
+#: ``make test-trl-matrix`` runs the adapter's tests on the oldest and the newest of them): the adapter overrides one
+#: private ``GRPOTrainer`` method and calls a few others (all in :mod:`meta.rlvr.trl_internals`), which TRL may change
+#: in any minor release. The low end is the first release whose vLLM server mode talks to vLLM's own OpenAI-style
+#: server (``/v1/completions``), the protocol the adapter's one-request-per-stage generation is built and tested on;
+#: 1.9 and 1.10 speak ``trl vllm-serve``'s own protocol.
+SUPPORTED_TRL = (Version("1.11"), Version("1.17"))
 
 
 def check_trl_version(version: str) -> None:
