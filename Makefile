@@ -14,11 +14,9 @@ STAMP := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: pip would byte-compile every file of every package (about a minute here); Python compiles the modules
-# a command imports when it first imports them.
 $(STAMP): pyproject.toml | $(PY)
-	$(PIP) install -q --no-compile "$(TORCH_SPEC)"
-	$(PIP) install -q --no-compile -e ".[$(EXTRAS)]"
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)
