@@ -29,6 +29,8 @@ def test_pytest_summary_reads_the_last_summary_line() -> None:
     }
     failing = "== 2 failed, 860 passed, 1 error, 1 warning in 5.5s =="
     assert pytest_summary(failing) == {"failed": 2, "passed": 860, "errors": 1, "warnings": 1, "seconds": 5.5}
+    quiet = "1 failed, 1453 passed, 8 deselected, 121 warnings in 702.83s (0:11:42)"  # pytest -q: no = rules
+    assert pytest_summary(quiet) == {"failed": 1, "passed": 1453, "deselected": 8, "warnings": 121, "seconds": 702.83}
     assert pytest_summary("make: *** [Makefile:30: lint] Error 1") == {}  # the suite never ran
 
 
