@@ -32,9 +32,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -53,6 +54,7 @@ from experiments.meta.headroom import (
     wrong_model,
 )
 from experiments.sweep import Record, Unit, run_sweep
+from meta.control.training import MetaAgentConfig
 from rolloutlab.checkpoint import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -69,6 +71,8 @@ class Args:
     """train the meta-agent, test every arm, or summarize the test units"""
     action_sets: str = "direct"
     """meta-agents to train / test: comma-separated action sets (direct: K from the grid; step: UP/DOWN/NOOP)"""
+    k_grid: tuple[int, ...] = FIXED_KS
+    """the lengths the direct action set chooses from (space-separated)"""
     train_error: str = "0:0.8"
     """lo:hi of the angle offset (rad) the meta-agent trains on"""
     test_error: str = "0:1.0"
@@ -108,6 +112,8 @@ class Args:
     out: str = str(RESULTS / "summary.json")
     inner: Settings = dataclasses.field(default_factory=Settings)
     """the inner learner (the headroom gate's settings; its arms and bins are unused here)"""
+    agent: MetaAgentConfig = dataclasses.field(default_factory=MetaAgentConfig)
+    """the SB3 meta-agent's hyperparameters"""
 
 
 def parse_range(text: str) -> tuple[float, float]:
@@ -151,7 +157,7 @@ def meta_env_config(args: Args, action_set: str) -> Any:
         k_cap=max(FIXED_KS),
         k_init=1,  # the step action set starts with the model on; one DOWN turns it off
         action_set=action_set,  # type: ignore[arg-type]
-        k_grid=list(FIXED_KS),
+        k_grid=list(args.k_grid),
         reward_scale=args.reward_scale,
         j_initial=args.j_initial,
         final_eval_episodes=args.final_eval_episodes,
@@ -166,7 +172,7 @@ def run_dir(args: Args, action_set: str) -> Path:
 
 def train(args: Args) -> None:
     """Meta-train (or resume) one meta-agent per action set; write its learning curve and value check."""
-    from meta.control.training import CHECKPOINT_NAME, MetaAgentConfig, MetaTrainConfig, MetaTrainer
+    from meta.control.training import CHECKPOINT_NAME, MetaTrainConfig, MetaTrainer
     from meta.rollout_length.diagnostics import value_check
 
     for action_set in action_sets(args):
@@ -176,7 +182,7 @@ def train(args: Args) -> None:
         else:
             cfg = MetaTrainConfig(
                 env=meta_env_config(args, action_set),
-                agent=MetaAgentConfig(),
+                agent=args.agent,
                 episodes=args.episodes,
                 runs_per_round=args.runs_per_round,
                 workers=args.workers,
@@ -231,8 +237,8 @@ def test_protocol(args: Args) -> dict[str, Any]:
     }
 
 
-def run_test_unit(args: Args, unit: Unit) -> Record:
-    """Every arm on the unit's paired runs in one batched learner."""
+def run_test_unit(args: Args, policies: dict[str, str], unit: Unit) -> Record:
+    """Every arm on the unit's paired runs in one batched learner (``policies``: :func:`policy_digests`)."""
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the env)
@@ -283,6 +289,7 @@ def run_test_unit(args: Args, unit: Unit) -> Record:
         }
     return {
         "protocol": test_protocol(args),
+        "policies": policies,
         "first_run": first,
         "runs": runs,
         "deltas": deltas,
@@ -302,17 +309,53 @@ def test_units(args: Args) -> list[Unit]:
     ]
 
 
-def test(args: Args) -> dict[str, Record]:
+def finished_policy(args: Args, action_set: str) -> Path:
+    """The meta-policy the test stage plays for ``action_set``.
+
+    ``meta_policy.pt`` is rewritten after every meta-training round, so a test started while training still runs (or
+    after it was stopped) would score a half-trained policy under the finished one's name: that is refused.
+
+    Raises:
+        SystemExit: no policy yet, or its meta-training has not finished all its rounds.
+    """
+    from meta.control.training import CHECKPOINT_KIND, CHECKPOINT_NAME, POLICY_NAME, MetaTrainConfig
+    from rolloutlab.checkpoint import load_checkpoint
+    from rolloutlab.config import from_dict
+
+    directory = run_dir(args, action_set)
+    policy = directory / POLICY_NAME
+    if not policy.exists():
+        raise SystemExit(f"no meta-policy at {policy}: run the train stage first")
+    envelope = load_checkpoint(directory / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
+    rounds = from_dict(MetaTrainConfig, envelope["config"]).rounds
+    done = int(envelope["state"]["rounds_done"])
+    if done < rounds:
+        raise SystemExit(
+            f"meta-training in {directory} has finished {done} of {rounds} rounds: finish the train stage first "
+            "(its meta_policy.pt is the latest round's, not the trained one)"
+        )
+    return policy
+
+
+def policy_digests(args: Args) -> dict[str, str]:
+    """Arm name -> SHA-256 (first 16 hex digits) of the meta-policy file it plays: saved with every test unit, so that
+    units scored with another policy under the same name are never mixed in."""
+    import hashlib
+
+    return {
+        f"meta_{action_set}": hashlib.sha256(finished_policy(args, action_set).read_bytes()).hexdigest()[:16]
+        for action_set in action_sets(args)
+    }
+
+
+def test(args: Args) -> dict[Unit, Record]:
     """Run (or resume) the test units."""
-    for action_set in action_sets(args):
-        policy = run_dir(args, action_set) / "meta_policy.pt"
-        if not policy.exists():
-            raise SystemExit(f"no meta-policy at {policy}: run the train stage first")
     wanted = test_protocol(args)
+    policies = policy_digests(args)
     return run_sweep(
         test_units(args),
-        functools.partial(run_test_unit, args),
-        reuse=lambda _unit, record: record.get("protocol") == wanted,
+        functools.partial(run_test_unit, args, policies),
+        reuse=lambda _unit, record: record.get("protocol") == wanted and record.get("policies") == policies,
         workers=args.workers,
         describe=lambda unit, r: f"runs {r['first_run']}+{r['runs']}: {r['seconds']:.0f} s",
     )
@@ -323,10 +366,15 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
     from rolloutlab.statistics import interval_estimates, iqm, probability_of_improvement
 
     records = sorted(records, key=lambda r: r["first_run"])
+    played = {json.dumps(r.get("policies"), sort_keys=True) for r in records}
+    if len(played) > 1:
+        raise SystemExit(
+            f"the test units were played by different meta-policies {sorted(played)}: rerun the test stage"
+        )
     arms = list(arm_specs(args))
     scores = {arm: np.array([x for r in records for x in r["arms"][arm]["scores"]]) for arm in arms}
     deltas = [d for r in records for d in r["deltas"]]
-    aggregates = {"mean": np.mean, "median": np.median, "iqm": iqm}
+    aggregates: dict[str, Callable[[np.ndarray], float]] = {"mean": np.mean, "median": np.median, "iqm": iqm}
     estimates = interval_estimates(scores, aggregates, seed=args.test_seed, reps=args.bootstrap_reps)
     metas = [arm for arm in arms if arm.startswith("meta_")]
     schedules = [arm for arm in arms if arm not in metas]
@@ -413,6 +461,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
             "core_seconds": float(sum(r["core_seconds"] for r in records)),
         },
         "protocol": test_protocol(args),
+        "policies": records[0].get("policies"),
         "command": "python experiments/meta/model_error_study.py summary",
     }
 
@@ -471,21 +520,20 @@ def main(args: Args) -> None:
     if args.stage == "train":
         train(args)
         return
-    records = test(args) if args.stage == "test" else None
-    if args.stage == "summary":
+    records: list[Record] = []
+    if args.stage == "test":
+        records = list(test(args).values())
+    else:
         wanted = test_protocol(args)
-        import json
-
-        records = {}
         for unit in test_units(args):
             if unit.path.exists():
                 record = json.loads(unit.path.read_text())
                 if record.get("protocol") == wanted:
-                    records[unit.path.name] = record
+                    records.append(record)
     if not records:
         where = Path(args.out_dir) / "test"
         raise SystemExit(f"no test units saved under this protocol in {where}: run the test stage")
-    summary = summarize(args, list(records.values()))
+    summary = summarize(args, records)
     atomic_write_json(args.out, summary)
     plot_schedules(summary, Path(args.out).with_name("model_error_schedules.png"))
     Path(args.out).with_name("model_error_table.md").write_text(table(summary))

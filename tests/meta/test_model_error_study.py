@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from experiments.meta import model_error_study as study
 from experiments.meta.headroom import Settings
+from meta.control.training import CHECKPOINT_KIND, CHECKPOINT_NAME, POLICY_NAME
+from rolloutlab.checkpoint import load_checkpoint, save_checkpoint
 
 TINY_INNER = Settings(
     budget=300,
@@ -73,6 +76,16 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     first_mtime = (tmp_path / "units" / "test" / "runs000.json").stat().st_mtime
     study.main(_args(tmp_path, "summary"))
     assert (tmp_path / "units" / "test" / "runs000.json").stat().st_mtime == first_mtime
+    # Every unit names the policy file it played; a half-trained policy is refused.
+    policy = tmp_path / "runs" / "model_error_direct" / POLICY_NAME
+    assert unit["policies"] == {"meta_direct": hashlib.sha256(policy.read_bytes()).hexdigest()[:16]}
+    assert summary["policies"] == unit["policies"]
+    checkpoint = tmp_path / "runs" / "model_error_direct" / CHECKPOINT_NAME
+    envelope = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)
+    envelope["state"]["rounds_done"] = 0
+    save_checkpoint(checkpoint, envelope["state"], kind=CHECKPOINT_KIND, config=envelope["config"])
+    with pytest.raises(SystemExit, match="finished 0 of 1 rounds"):
+        study.main(_args(tmp_path, "test"))
 
 
 def test_held_out_offsets_are_paired_and_in_range() -> None:
