@@ -363,7 +363,7 @@ def test(args: Args) -> dict[Unit, Record]:
 
 def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
     """Per-arm aggregates with intervals and META's probabilities of improvement (see the module docstring)."""
-    from rolloutlab.statistics import interval_estimates, iqm, probability_of_improvement
+    from rolloutlab.statistics import interval_estimates, iqm, paired_difference, probability_of_improvement
 
     records = sorted(records, key=lambda r: r["first_run"])
     played = {json.dumps(r.get("policies"), sort_keys=True) for r in records}
@@ -430,6 +430,22 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         },
         "probability_of_improvement": comparisons,
         "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
+        "paired_difference_vs_best_schedule": {
+            meta: {"mean_diff": d.value, "se": d.standard_error, "ci95": [d.low, d.high]}
+            for meta in metas
+            for d in [
+                paired_difference(
+                    scores[meta], scores[best_schedule], rng=args.test_seed, n_resamples=args.bootstrap_reps
+                )
+            ]
+        },
+        "mean_by_offset_bin": {
+            arm: [
+                float(np.mean(scores[arm][which == b])) if np.any(which == b) else None
+                for b in range(args.headroom_bins)
+            ]
+            for arm in arms
+        },
         "schedules_by_offset": schedules_by_offset,
         "headroom_on_test": {
             "bins": [[round(float(a), 6), round(float(b), 6)] for a, b in itertools.pairwise(edges)],

@@ -62,6 +62,12 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     assert len(summary["arms"]["meta_direct"]["schedules"][0]) == 3  # one K per phase
     best = summary["best_schedule"]
     assert summary["versus_best_schedule"]["meta_direct"] == summary["probability_of_improvement"]["meta_direct"][best]
+    assert (
+        summary["paired_difference_vs_best_schedule"]["meta_direct"]["ci95"][0]
+        <= (summary["arms"]["meta_direct"]["mean"] - summary["arms"][best]["mean"])
+        <= summary["paired_difference_vs_best_schedule"]["meta_direct"]["ci95"][1]
+    )
+    assert len(summary["mean_by_offset_bin"]["fixed:0"]) == 5
     room = summary["headroom_on_test"]
     assert len(room["bins"]) == len(room["best_schedule_by_bin"]) == 5 and sum(room["runs_by_bin"]) == 2
     assert {"mean_diff", "se", "ci95"} <= set(room["oracle_minus_best_schedule_cross_fitted"])

@@ -180,7 +180,7 @@ def test_specs_quoted_in_the_docs_parse() -> None:
         text = "\n".join(line for line in lines if "experiments/rlvr/" not in line)
         for pattern in patterns:
             for match in pattern.finditer(text):
-                quoted |= set(split_specs(match.group(1).replace("\\", "")))
+                quoted |= set(split_specs(match.group(1).replace("\\", "").strip("\"'")))  # shell quotes aside
     # Not controller specs: the SB3 baseline arm, saved policies, and the MBPO-vs-SAC benchmark's arm names
     # (`mbpo:SPEC` carries a spec, checked through its SPEC part; `sac_*` arms have none); the gate's arms are a spec
     # with an optional `+compute` / `+true` modifier, checked through the spec.
