@@ -88,10 +88,11 @@ def references(args: Args) -> dict[str, Any]:
         "keydoor", args.eval_tasks, keydoor_size=fields["keydoor_size"],
         keydoor_episode_steps=fields["keydoor_episode_steps"], keydoor_trial_steps=fields["keydoor_trial_steps"],
     )  # fmt: skip
-    out = {"task": fields, "n_tasks": args.eval_tasks, "references": {}}
+    stats: dict[str, dict[str, float]] = {}
     for name, returns in refs.items():
         mean, stderr = mean_with_stderr(returns)
-        out["references"][name] = {"mean": mean, "stderr": stderr}
+        stats[name] = {"mean": mean, "stderr": stderr}
+    out = {"task": fields, "n_tasks": args.eval_tasks, "references": stats}
     atomic_write_json(path, out)
     return out
 
