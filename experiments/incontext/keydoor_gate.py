@@ -13,7 +13,7 @@ ever tried) with its per-seed scores, learning curves and the verdict: a setting
     OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/keydoor_gate.py --settings amago_keydoor --seeds 0 1 2
 
 Seeds can run in parallel as separate processes (``--seeds 0``, ``--seeds 1``, ...): each writes its own unit and
-rewrites ``--out`` from the units present when it ends.
+rewrites ``--out`` from the units present when it ends; ``--collect-only`` rewrites it without running anything.
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ class Args:
     runs_root: str = "runs/incontext-keydoor-gate"
     """Checkpoint folders of the units (a killed unit resumes from here)."""
     out: str = str(RESULTS / "keydoor_gate.json")
-    """The gate's result: every setting tried on the task, per-seed scores, references, curves, verdict."""
+    """The gate's result: every setting tried on the task, per-seed scores, references, curves, verdict (and its
+    markdown table beside it, ``.md``)."""
+    collect_only: bool = False
+    """Run no unit: only rewrite ``--out`` and its table from the units already in ``--unit-dir``."""
 
 
 def unit_path(unit_dir: Path, task: str, setting: str, seed: int) -> Path:
@@ -168,6 +171,31 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def gate_table(result: dict[str, Any]) -> str:
+    """The markdown table of :func:`collect`'s result: one row per setting and seed, then the references and verdict."""
+    lines = [
+        "| setting | seed | greedy (± s.e.) | sampled | fraction of the oracle "
+        "| greedy along the run (env steps: score) | env steps | updates | training s | passed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for setting, entry in result["settings"].items():
+        for seed, row in sorted(entry["seeds"].items(), key=lambda item: int(item[0])):
+            curve = ", ".join(f"{p['env_steps']:,}: {p['eval_return']:.2f}" for p in row["learning_curve"])
+            capped = " (time cap)" if row["stopped_by_time_cap"] else ""
+            lines.append(
+                f"| `{setting}` | {seed} | {row['greedy']:.2f} ± {row['greedy_stderr']:.2f} | {row['sampled']:.2f} | "
+                f"{row['fraction_of_oracle']:.3f} | {curve} | {row['env_steps']:,}{capped} | {row['updates']:,} | "
+                f"{row['train_seconds']:.0f} | {'yes' if row['passed'] else 'no'} |"
+            )
+    refs = ", ".join(f"{name} {value:.2f}" for name, value in result["references"].items())
+    lines += [
+        "",
+        f"References on the same {result['eval_tasks']} tasks: {refs}. Rule: {result['rule']} "
+        f"(threshold {result['threshold']:.2f}). Verdict: **{result['verdict']}**.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(args: Args) -> None:
     set_torch_threads(1)
     unknown = [s for s in args.settings if s not in SETTINGS]
@@ -179,7 +207,7 @@ def main(args: Args) -> None:
     unit_dir.mkdir(parents=True, exist_ok=True)
     refs = references(args)
     print(f"references on {args.task}: " + ", ".join(f"{k} {v['mean']:.2f}" for k, v in refs["references"].items()))
-    for setting in args.settings:
+    for setting in [] if args.collect_only else args.settings:
         for seed in args.seeds:
             path = unit_path(unit_dir, args.task, setting, seed)
             if path.exists():
@@ -196,6 +224,7 @@ def main(args: Args) -> None:
             )
     result = collect(args, refs)
     atomic_write_json(Path(args.out), result)
+    Path(args.out).with_suffix(".md").write_text(gate_table(result))
     print(json.dumps({k: result[k] for k in ("references", "threshold", "verdict")}))
 
 

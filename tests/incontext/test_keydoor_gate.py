@@ -153,6 +153,9 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         write("b", seed, 12.0)
     result = script.collect(args, refs)
     assert result["verdict"] == "pass" and result["settings"]["b"]["passed"] and not result["settings"]["a"]["passed"]
+    table = script.gate_table(result)
+    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | yes |" in table
+    assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
 def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
@@ -178,9 +181,13 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
     assert result["settings"]["amago_keydoor"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
+    assert (tmp_path / "gate.md").read_text() == script.gate_table(result)
     before = path.stat().st_mtime_ns
     script.main(args)  # a done unit is skipped, not rerun
-    assert path.stat().st_mtime_ns == before
+    (tmp_path / "gate.json").unlink()
+    script.main(dataclasses.replace(args, collect_only=True, seeds=[1]))  # seed 1 is not run, only collected
+    assert path.stat().st_mtime_ns == before and json.loads((tmp_path / "gate.json").read_text()) == result
+    assert not (tmp_path / "units" / "keydoor_5x5__amago_keydoor__seed1.json").exists()
     with pytest.raises(SystemExit, match="unknown setting"):
         script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
     with pytest.raises(SystemExit, match="unknown gate task"):
