@@ -2,13 +2,14 @@
 
 Before the 8x8 key-door's hour-long runs, the agent trains on a cheaper version of the same task (by default
 ``keydoor_5x5``: a 5x5 grid, 20-step inner episodes, 100-step trials; ``matched_protocol.GATE_TASKS``) under one or
-more named settings (``matched_protocol.SETTINGS``, e.g. ``amago_keydoor``). One unit is one setting and one seed:
-it trains (checkpointing under ``--runs-root``, so a killed unit resumes), is scored greedily on the evaluation tasks
-along the way (the learning curve) and at the end, and writes one small JSON under ``--unit-dir``; a unit whose JSON
-exists is skipped. The references (random, the memory-only explorer and the oracle of :mod:`meta.incontext.references`)
-play the same evaluation tasks. ``--out`` then collects every unit of the task found in ``--unit-dir`` (every setting
-ever tried) with its per-seed scores, learning curves and the verdict: a setting passes when its greedy score exceeds
-``--fraction`` of the oracle's on each of ``--required-seeds`` seeds.
+more named settings (``matched_protocol.SETTINGS``, e.g. ``amago_keydoor``). One unit is one setting, one env-step
+budget and one seed: it trains (checkpointing under ``--runs-root``, so a killed unit resumes), is scored greedily on
+the evaluation tasks along the way (the learning curve) and at the end, and writes one small JSON under
+``--unit-dir``; a unit whose JSON exists is skipped. The references (random, the memory-only explorer and the oracle
+of :mod:`meta.incontext.references`) play the same evaluation tasks. ``--out`` then collects every unit of the task
+found in ``--unit-dir`` (every setting and budget ever tried) with its per-seed scores, learning curves and the
+verdict: a setting at a budget passes when its greedy score exceeds ``--fraction`` of the oracle's on each of
+``--required-seeds`` seeds.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/keydoor_gate.py --settings amago_keydoor --seeds 0 1 2
 
@@ -76,9 +77,10 @@ class Args:
     """Run no unit: only rewrite ``--out`` and its table from the units already in ``--unit-dir``."""
 
 
-def unit_path(unit_dir: Path, task: str, setting: str, seed: int) -> Path:
-    """``unit_dir/<task>__<setting>__seed<seed>.json``: one finished unit."""
-    return unit_dir / f"{task}__{setting}__seed{seed}.json"
+def unit_path(unit_dir: Path, task: str, setting: str, env_steps: int, seed: int) -> Path:
+    """``unit_dir/<task>__<setting>__<env_steps>steps__seed<seed>.json``: one finished unit (a unit of another budget
+    is another unit)."""
+    return unit_dir / f"{task}__{setting}__{env_steps}steps__seed{seed}.json"
 
 
 def references(args: Args) -> dict[str, Any]:
@@ -127,13 +129,17 @@ def run_unit(args: Args, setting: str, seed: int) -> dict[str, Any]:
 
 
 def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
-    """Every unit of ``args.task`` in ``args.unit_dir``, grouped by setting, with each setting's verdict."""
+    """Every unit of ``args.task`` in ``args.unit_dir``, grouped by setting and budget (key ``<setting>_<env_steps>``),
+    with each group's verdict."""
     oracle = refs["references"]["oracle"]["mean"]
     threshold = args.fraction * oracle
     settings: dict[str, Any] = {}
     for path in sorted(Path(args.unit_dir).glob(f"{args.task}__*__seed*.json")):
         unit = json.loads(path.read_text())
-        entry = settings.setdefault(unit["setting"], {"seeds": {}})
+        budget = int(unit["config"]["total_env_steps"])
+        entry = settings.setdefault(
+            f"{unit['setting']}_{budget}", {"setting": unit["setting"], "env_step_budget": budget, "seeds": {}}
+        )
         entry["seeds"][str(unit["seed"])] = {
             "greedy": unit["greedy"]["mean"],
             "greedy_stderr": unit["greedy"]["stderr"],
@@ -178,7 +184,8 @@ def gate_table(result: dict[str, Any]) -> str:
         "| greedy along the run (env steps: score) | env steps | updates | training s | passed |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for setting, entry in result["settings"].items():
+    for entry in result["settings"].values():
+        setting = entry["setting"]
         for seed, row in sorted(entry["seeds"].items(), key=lambda item: int(item[0])):
             curve = ", ".join(f"{p['env_steps']:,}: {p['eval_return']:.2f}" for p in row["learning_curve"])
             capped = " (time cap)" if row["stopped_by_time_cap"] else ""
@@ -209,7 +216,7 @@ def main(args: Args) -> None:
     print(f"references on {args.task}: " + ", ".join(f"{k} {v['mean']:.2f}" for k, v in refs["references"].items()))
     for setting in [] if args.collect_only else args.settings:
         for seed in args.seeds:
-            path = unit_path(unit_dir, args.task, setting, seed)
+            path = unit_path(unit_dir, args.task, setting, args.env_steps, seed)
             if path.exists():
                 print(f"{path.name}: done, skipped", flush=True)
                 continue

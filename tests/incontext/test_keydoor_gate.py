@@ -130,6 +130,7 @@ def _unit(setting: str, seed: int, greedy: float) -> dict[str, object]:
         "updates": 2,
         "train_seconds": 1.0,
         "stopped_by_time_cap": False,
+        "config": {"total_env_steps": 20},
     }
 
 
@@ -139,7 +140,8 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
     refs = {"n_tasks": 4, "references": {"random": {"mean": 1.0}, "explorer": {"mean": 18.0}, "oracle": {"mean": 20.0}}}
 
     def write(setting: str, seed: int, greedy: float) -> None:
-        (tmp_path / f"keydoor_5x5__{setting}__seed{seed}.json").write_text(json.dumps(_unit(setting, seed, greedy)))
+        path = script.unit_path(tmp_path, "keydoor_5x5", setting, 20, seed)
+        path.write_text(json.dumps(_unit(setting, seed, greedy)))
 
     write("a", 0, 15.0)
     write("a", 1, 11.0)
@@ -147,12 +149,17 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
     write("a", 2, 10.0)  # exactly half of the oracle does not exceed it
     result = script.collect(args, refs)
     assert result["threshold"] == 10.0 and result["verdict"] == "fail"
-    assert result["settings"]["a"]["seeds_passed"] == 2 and result["settings"]["a"]["seeds"]["0"]["passed"]
-    assert result["settings"]["a"]["seeds"]["0"]["learning_curve"][0] == {"env_steps": 10, "eval_return": 7.5}
+    a = result["settings"]["a_20"]
+    assert a["setting"] == "a" and a["env_step_budget"] == 20 and a["seeds_passed"] == 2 and a["seeds"]["0"]["passed"]
+    assert a["seeds"]["0"]["learning_curve"][0] == {"env_steps": 10, "eval_return": 7.5}
     for seed in range(3):
         write("b", seed, 12.0)
     result = script.collect(args, refs)
-    assert result["verdict"] == "pass" and result["settings"]["b"]["passed"] and not result["settings"]["a"]["passed"]
+    assert (
+        result["verdict"] == "pass"
+        and result["settings"]["b_20"]["passed"]
+        and not result["settings"]["a_20"]["passed"]
+    )
     table = script.gate_table(result)
     assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | yes |" in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
@@ -174,20 +181,26 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
         runs_root=str(tmp_path / "runs"), out=str(tmp_path / "gate.json"), settings=["amago_keydoor"],
     )  # fmt: skip
     script.main(args)
-    path = tmp_path / "units" / "keydoor_5x5__amago_keydoor__seed0.json"
+    path = tmp_path / "units" / "keydoor_5x5__amago_keydoor__400steps__seed0.json"
     unit = json.loads(path.read_text())
     assert [row["env_steps"] for row in unit["learning_curve"]] == [200, 400] and unit["updates"] == 33
     assert unit["config"]["agent"]["reward_scale"] == 100.0 and unit["config"]["keydoor_trial_steps"] == 100
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
-    assert result["settings"]["amago_keydoor"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
+    assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
     assert (tmp_path / "gate.md").read_text() == script.gate_table(result)
     before = path.stat().st_mtime_ns
     script.main(args)  # a done unit is skipped, not rerun
     (tmp_path / "gate.json").unlink()
     script.main(dataclasses.replace(args, collect_only=True, seeds=[1]))  # seed 1 is not run, only collected
     assert path.stat().st_mtime_ns == before and json.loads((tmp_path / "gate.json").read_text()) == result
-    assert not (tmp_path / "units" / "keydoor_5x5__amago_keydoor__seed1.json").exists()
+    assert not (tmp_path / "units" / "keydoor_5x5__amago_keydoor__400steps__seed1.json").exists()
+    # Another budget is another unit: run, not skipped.
+    script.main(dataclasses.replace(args, env_steps=200, curve_points=1))
+    assert set(json.loads((tmp_path / "gate.json").read_text())["settings"]) == {
+        "amago_keydoor_400",
+        "amago_keydoor_200",
+    }
     with pytest.raises(SystemExit, match="unknown setting"):
         script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
     with pytest.raises(SystemExit, match="unknown gate task"):
