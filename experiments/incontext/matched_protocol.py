@@ -40,8 +40,13 @@ TASKS: dict[str, dict[str, Any]] = {
     "tmaze_100": {"task": "tmaze", "corridor_length": 100},
     "keydoor": {"task": "keydoor"},
 }
-#: Evaluation tasks per benchmark task (issue 18: >= 1,000 for the bandits).
-EVAL_TASKS = {"bandit_5x100": 1000, "bandit_2x100": 1000, "tmaze_100": 200, "keydoor": 200}
+#: Smaller tasks that gate a benchmark task before its full runs (not part of the benchmark's summary): the dark
+#: key-door on a 5x5 grid with 20-step episodes and 100-step trials (``experiments/incontext/keydoor_gate.py``).
+GATE_TASKS: dict[str, dict[str, Any]] = {
+    "keydoor_5x5": {"task": "keydoor", "keydoor_size": 5, "keydoor_episode_steps": 20, "keydoor_trial_steps": 100},
+}
+#: Evaluation tasks per benchmark task (issue 18: >= 1,000 for the bandits) and per gate task.
+EVAL_TASKS = {"bandit_5x100": 1000, "bandit_2x100": 1000, "tmaze_100": 200, "keydoor": 200, "keydoor_5x5": 200}
 #: Env-step budget and wall-clock cap (minutes) of one agent run, sized from the gate's measured speed so that a
 #: run fits in under an hour of one core of the shared 2-core machine (the cap only guards against a slower machine;
 #: the learning-rate decay is planned over the env-step budget). The bandits get 1M steps: in the 1M-step gate run
@@ -63,10 +68,19 @@ TARGETS = {
 
 
 def task_fields(name: str) -> dict[str, Any]:
-    """TrainConfig task fields of benchmark task ``name``."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known: {list(TASKS)}")
-    return dict(TASKS[name])
+    """TrainConfig task fields of benchmark or gate task ``name``."""
+    known = {**TASKS, **GATE_TASKS}
+    if name not in known:
+        raise ValueError(f"unknown task {name!r}; known: {list(known)}")
+    return dict(known[name])
+
+
+def _trial_length(fields: dict[str, Any]) -> int:
+    """Steps of one trial of the task with TrainConfig task fields ``fields``."""
+    return rollout_length(
+        fields["task"], fields.get("horizon", 100), fields.get("corridor_length", 10),
+        fields.get("keydoor_trial_steps", 500),
+    )  # fmt: skip
 
 
 def amago_config(
@@ -85,9 +99,12 @@ def amago_config(
     """
     fields = task_fields(name)
     task = fields["task"]
-    trial = rollout_length(task, fields.get("horizon", 100), fields.get("corridor_length", 10))
+    trial = _trial_length(fields)
     gammas = {"bandit": [0.8, 0.95], "tmaze": [0.9, 0.99, 0.999], "keydoor": [0.9, 0.99, 0.999]}[task]
-    low, high = critic_bins(task, gammas, fields.get("horizon", 100), fields.get("corridor_length", 10))
+    low, high = critic_bins(
+        task, gammas, fields.get("horizon", 100), fields.get("corridor_length", 10),
+        keydoor_trial_steps=fields.get("keydoor_trial_steps", 500),
+    )  # fmt: skip
     n_layers = 2 if task == "keydoor" else 1
     # Batch in whole trials: ~800 tokens for the bandits (issue 7: 16 x 50), 4 x 500 for the key-door.
     batch = {"bandit": 8, "tmaze": 8, "keydoor": 4}[task]
@@ -132,8 +149,50 @@ def whole_trial_config(
     return dataclasses.replace(cfg, agent=agent, exploration="per_actor", eps_anneal_steps=anneal, time_input=False)
 
 
+#: AMAGO's dark key-door run (its ``examples`` script for the task and its command-line defaults): rewards times 100
+#: in the TD targets, 12 parallel actors, the bilevel epsilon annealed over 500k env steps, and 1,000 updates per
+#: epoch of 1,000 steps from each of the 12 actors.
+AMAGO_KEYDOOR = {"reward_scale": 100.0, "n_actors": 12, "anneal_steps": 500_000, "updates_per_step": 1000 / 12_000}
+
+
+def amago_keydoor_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """:func:`amago_config` with the run details of AMAGO's dark key-door (:data:`AMAGO_KEYDOOR`).
+
+    * Rewards scaled by 100 in the critic's TD targets (``AgentConfig.reward_scale``; AMAGO's ``reward_multiplier``),
+      the critic's bins sized for the scaled returns (:func:`~meta.incontext.tasks.critic_bins`).
+    * 12 actors (parallel env copies) instead of 8.
+    * The bilevel epsilon annealed over AMAGO's 500k env steps, or over half the run when the run is shorter than
+      1M steps (AMAGO anneals over the first 4 % of its 12M steps; a run that never finishes the anneal is never
+      scored on the policy it anneals toward).
+    * One update per 12 env steps (AMAGO: ``grads_per_epoch / (timesteps_per_epoch * parallel_actors)``).
+
+    The network stays :func:`amago_config`'s CPU-sized one (AMAGO's is 3 layers of width 256 on a GPU), and batches
+    hold about the tokens of the 8x8 key-door's 4 trials of 500 steps whatever the trial length.
+    """
+    cfg = amago_config(name, seed, total_env_steps, max_minutes, eval_tasks)
+    fields = task_fields(name)
+    trial = _trial_length(fields)
+    scale = AMAGO_KEYDOOR["reward_scale"]
+    low, high = critic_bins(
+        cfg.task, cfg.agent.gammas, cfg.horizon, cfg.corridor_length, reward_scale=scale,
+        keydoor_trial_steps=cfg.keydoor_trial_steps,
+    )  # fmt: skip
+    agent = dataclasses.replace(cfg.agent, reward_scale=scale, bin_low=low, bin_range=high)
+    return dataclasses.replace(
+        cfg, agent=agent, n_envs=int(AMAGO_KEYDOOR["n_actors"]),
+        eps_anneal_steps=max(min(int(AMAGO_KEYDOOR["anneal_steps"]), total_env_steps // 2), 1),
+        updates_per_step=AMAGO_KEYDOOR["updates_per_step"], batch_size=max(cfg.batch_size, 2000 // trial),
+    )  # fmt: skip
+
+
 #: The agent settings of the benchmark, by name (``experiments/incontext/matched.py --setting``).
-SETTINGS: dict[str, Callable[..., TrainConfig]] = {"amago": amago_config, "whole_trial": whole_trial_config}
+SETTINGS: dict[str, Callable[..., TrainConfig]] = {
+    "amago": amago_config,
+    "whole_trial": whole_trial_config,
+    "amago_keydoor": amago_keydoor_config,
+}
 
 
 def agent_config(
@@ -171,9 +230,11 @@ def issue7_config(
 # --- references -------------------------------------------------------------------------------------------------
 
 
-def matched_references(name: str, n_tasks: int, keydoor_size: int = 8) -> dict[str, np.ndarray]:
+def matched_references(
+    name: str, n_tasks: int, keydoor_size: int = 8, keydoor_episode_steps: int = 50, keydoor_trial_steps: int = 500
+) -> dict[str, np.ndarray]:
     """Per-task returns of every reference of task ``name`` on its first ``n_tasks`` evaluation tasks (the key-door's
-    on a ``keydoor_size`` grid, as the agent's ``TrainConfig.keydoor_size``)."""
+    on a ``keydoor_size`` grid with the given episode and trial lengths, as the agent's ``TrainConfig.keydoor_*``)."""
     from meta.incontext.references import bandit_references, keydoor_references, tmaze_references
 
     fields = task_fields(name)
@@ -181,7 +242,9 @@ def matched_references(name: str, n_tasks: int, keydoor_size: int = 8) -> dict[s
         return bandit_references(fields["n_arms"], fields["horizon"], n_tasks)
     if fields["task"] == "tmaze":
         return tmaze_references(fields["corridor_length"], n_tasks)
-    return keydoor_references(n_tasks, size=keydoor_size)
+    return keydoor_references(
+        n_tasks, size=keydoor_size, episode_steps=keydoor_episode_steps, trial_steps=keydoor_trial_steps
+    )
 
 
 def _stats(returns: np.ndarray | list[float]) -> dict[str, Any]:

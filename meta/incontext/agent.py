@@ -179,7 +179,8 @@ class InContextAgent(nn.Module):
         ``critic_coef * TD + actor_coef * actor + bc_coef * filtered BC``, each averaged over critics / discounts and
         over the unpadded steps:
 
-        * TD: two-hot cross-entropy of every critic against ``r + gamma (1 - done) V'(s')``, where
+        * TD: two-hot cross-entropy of every critic against ``c r + gamma (1 - done) V'(s')`` (``c`` the config's
+          ``reward_scale``), where
           ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` uses the Polyak target heads on
           the online sequence output (detached).
         * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean) from the critics as a *frozen copy*:
@@ -206,7 +207,9 @@ class InContextAgent(nn.Module):
             next_q = self.q_values(features[:, 1:].detach(), self.target_critics, subset).min(dim=2).values
             next_pi = torch.softmax(logits[:, 1:].detach(), dim=-1)
             next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
-            targets = multi_gamma_targets(batch.rewards, batch.dones, next_v, self.gammas)
+            # AMAGO's reward multiplier: the critics learn values of scaled rewards (the inputs keep the env's).
+            rewards = batch.rewards * cfg.reward_scale
+            targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
             target_probs = twohot(symlog(targets), self.bins)  # (B, T, G, N)
         cross_entropy = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G)
         critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)

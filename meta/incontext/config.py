@@ -42,6 +42,11 @@ class AgentConfig:
         weight_decay: AdamW weight decay.
         grad_clip: Global gradient-norm clip.
         tau: Polyak rate of the target critic heads per update (AMAGO: 0.003).
+        reward_scale: Multiplier of the rewards in the critic's TD targets (AMAGO's ``reward_multiplier``; its dark
+            key-door example uses 100). Q-values, advantages and so the actor term are then in scaled units, which
+            makes the entropy bonus (``entropy_coef`` per nat) that much weaker beside them; the RL^2 inputs and every
+            reported return keep the env's own rewards. Size the critic's bins for the scaled returns
+            (:func:`~meta.incontext.tasks.critic_bins` takes the scale).
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
             0.0 = no copy (evaluate the online weights).
@@ -71,6 +76,7 @@ class AgentConfig:
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     tau: float = 0.005
+    reward_scale: float = 1.0
     ema_decay: float = 0.0
 
 
@@ -95,6 +101,8 @@ class TrainConfig:
         horizon: Bandit pulls per task.
         corridor_length: T-maze corridor length L.
         keydoor_size: Side of the dark key-door's grid (8 is the benchmark's; a smaller grid is a cheaper gate).
+        keydoor_episode_steps: Step limit of one inner episode of the key-door (AMAGO's 50).
+        keydoor_trial_steps: Steps of one key-door trial, the meta-rollout that keeps one layout (AMAGO's 500).
         seed: Seeds networks, replay sampling, exploration and the task draws.
         total_env_steps: Environment steps to collect (the budget).
         max_minutes: Wall-clock cap; the run stops early (and says so) when it is reached. ``None``: no cap.
@@ -136,6 +144,8 @@ class TrainConfig:
     horizon: int = 100
     corridor_length: int = 10
     keydoor_size: int = 8
+    keydoor_episode_steps: int = 50
+    keydoor_trial_steps: int = 500
     seed: int = 0
     total_env_steps: int = 100_000
     max_minutes: float | None = None
@@ -168,3 +178,10 @@ class TrainConfig:
                 "need total_env_steps >= 1 and max_minutes > 0 (or None), got "
                 f"{self.total_env_steps}, {self.max_minutes}"
             )
+        if self.keydoor_episode_steps < 1 or self.keydoor_trial_steps < 1:
+            raise ValueError(
+                "need keydoor_episode_steps >= 1 and keydoor_trial_steps >= 1, got "
+                f"{self.keydoor_episode_steps}, {self.keydoor_trial_steps}"
+            )
+        if not self.agent.reward_scale > 0:
+            raise ValueError(f"need agent.reward_scale > 0, got {self.agent.reward_scale}")

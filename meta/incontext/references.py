@@ -176,17 +176,22 @@ class KeyDoorExplorer:
 
 
 def keydoor_references(
-    n_tasks: int, policy_seed: int = 0, seeds: list[int] | None = None, size: int = 8
+    n_tasks: int,
+    policy_seed: int = 0,
+    seeds: list[int] | None = None,
+    size: int = 8,
+    episode_steps: int = 50,
+    trial_steps: int = 500,
 ) -> dict[str, np.ndarray]:
     """Total reward per task ``(n_tasks,)`` of random, explorer and oracle on the key-door evaluation tasks (on a
-    ``size`` x ``size`` grid).
+    ``size`` x ``size`` grid, inner episodes of ``episode_steps``, trials of ``trial_steps``).
 
     Played on :class:`~envs.metarl.keydoor.DarkKeyDoorEnv` reset with the evaluation seeds: the task (start, key and
     door cells) is drawn at reset only, so these are the agent's tasks.
     """
     seeds = eval_task_seeds(n_tasks) if seeds is None else seeds
     out: dict[str, np.ndarray] = {}
-    env = DarkKeyDoorEnv(size=size)
+    env = DarkKeyDoorEnv(size=size, episode_steps=episode_steps, rollout_steps=trial_steps)
     for policy in KEYDOOR_REFERENCES:
         rng = np.random.default_rng(policy_seed)
         explorer = KeyDoorExplorer(env.size)

@@ -69,6 +69,8 @@ def make_task_env(
     corridor_length: int = 10,
     time_input: bool = False,
     keydoor_size: int = 8,
+    keydoor_episode_steps: int = 50,
+    keydoor_trial_steps: int = 500,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
 
@@ -79,18 +81,25 @@ def make_task_env(
         corridor_length: T-maze corridor length.
         time_input: Append the time in the trial (:class:`TimeInTrialWrapper`).
         keydoor_size: Side of the key-door grid.
+        keydoor_episode_steps: Step limit of one inner key-door episode.
+        keydoor_trial_steps: Steps of one key-door trial (meta-rollout).
     """
     if task == "bandit":
         env = gym.make("rolloutlab/BernoulliBandit-v0", n_arms=n_arms, horizon=horizon)
     elif task == "tmaze":
         env = gym.make("rolloutlab/PassiveTMaze-v0", corridor_length=corridor_length)
     elif task == "keydoor":
-        env = gym.make("rolloutlab/DarkKeyDoor-v0", size=keydoor_size)
+        env = gym.make(
+            "rolloutlab/DarkKeyDoor-v0",
+            size=keydoor_size,
+            episode_steps=keydoor_episode_steps,
+            rollout_steps=keydoor_trial_steps,
+        )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
     wrapped: gym.Env = RL2Wrapper(env)
     if time_input:
-        wrapped = TimeInTrialWrapper(wrapped, rollout_length(task, horizon, corridor_length))
+        wrapped = TimeInTrialWrapper(wrapped, rollout_length(task, horizon, corridor_length, keydoor_trial_steps))
     return wrapped
 
 
@@ -99,23 +108,31 @@ def task_env_fns(task: str, n_envs: int, **kwargs: Any) -> list[Callable[[], gym
     return [lambda: make_task_env(task, **kwargs) for _ in range(n_envs)]
 
 
-def rollout_length(task: str, horizon: int = 100, corridor_length: int = 10) -> int:
+def rollout_length(task: str, horizon: int = 100, corridor_length: int = 10, keydoor_trial_steps: int = 500) -> int:
     """Steps of one meta-rollout of ``task`` (fixed for every task here)."""
-    return {"bandit": horizon, "tmaze": corridor_length + 1, "keydoor": 500}[task]
+    return {"bandit": horizon, "tmaze": corridor_length + 1, "keydoor": keydoor_trial_steps}[task]
 
 
-def max_return(task: str, horizon: int = 100, corridor_length: int = 10) -> float:
+def max_return(task: str, horizon: int = 100, corridor_length: int = 10, keydoor_trial_steps: int = 500) -> float:
     """An upper bound on one trial's total reward (every reward here is 0 or 1; the T-maze pays once)."""
     if task == "tmaze":
         return 1.0
-    return float(rollout_length(task, horizon, corridor_length))
+    return float(rollout_length(task, horizon, corridor_length, keydoor_trial_steps))
 
 
-def critic_bins(task: str, gammas: list[float], horizon: int = 100, corridor_length: int = 10) -> tuple[float, float]:
+def critic_bins(
+    task: str,
+    gammas: list[float],
+    horizon: int = 100,
+    corridor_length: int = 10,
+    reward_scale: float = 1.0,
+    keydoor_trial_steps: int = 500,
+) -> tuple[float, float]:
     """``(bin_low, bin_high)`` in symlog units for a critic sized to ``task``'s value range.
 
     Rewards are never negative, so no value is below 0; no discounted value exceeds
-    ``min(max_return, 1 / (1 - max gamma))`` (reward at most 1 per step). A 5 % margin keeps the top bin reachable.
+    ``reward_scale * min(max_return, 1 / (1 - max gamma))`` (reward at most 1 per step, times the agent's
+    ``reward_scale``). A 5 % margin keeps the top bin reachable.
     """
-    top = min(max_return(task, horizon, corridor_length), 1.0 / (1.0 - max(gammas)))
-    return 0.0, 1.05 * math.log1p(top)
+    top = min(max_return(task, horizon, corridor_length, keydoor_trial_steps), 1.0 / (1.0 - max(gammas)))
+    return 0.0, 1.05 * math.log1p(reward_scale * top)

@@ -51,6 +51,8 @@ def task_kwargs(config: TrainConfig) -> dict[str, Any]:
         "horizon": config.horizon,
         "corridor_length": config.corridor_length,
         "keydoor_size": config.keydoor_size,
+        "keydoor_episode_steps": config.keydoor_episode_steps,
+        "keydoor_trial_steps": config.keydoor_trial_steps,
         "time_input": config.time_input,
     }
 
@@ -171,7 +173,9 @@ class InContextTrainer:
         self.ema_agent: InContextAgent | None = None
         if config.agent.ema_decay > 0:
             self.ema_agent = copy.deepcopy(self.agent).requires_grad_(False)
-        self.trial_length = rollout_length(config.task, config.horizon, config.corridor_length)
+        self.trial_length = rollout_length(
+            config.task, config.horizon, config.corridor_length, config.keydoor_trial_steps
+        )
         if (
             config.full_trials
             and config.agent.encoder == "transformer"

@@ -1,0 +1,207 @@
+"""AMAGO's key-door run details (reward scale, actors, anneal, update ratio), the smaller key-door the gate plays, and
+the gate script's units and verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from script_modules import REPO, load_script
+
+import meta.incontext.agent as agent_module
+from experiments.incontext.matched_protocol import AMAGO_KEYDOOR, agent_config, amago_config, amago_keydoor_config
+from meta.incontext.agent import Batch, InContextAgent
+from meta.incontext.config import AgentConfig, TrainConfig
+from meta.incontext.references import keydoor_references
+from meta.incontext.tasks import critic_bins, make_task_env
+from meta.incontext.trainer import InContextTrainer, task_kwargs
+
+# --- the reward scale -------------------------------------------------------------------------------------------
+
+
+def test_reward_scale_multiplies_the_rewards_of_the_td_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[torch.Tensor] = []
+    real = agent_module.multi_gamma_targets
+
+    def spy(rewards: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        seen.append(rewards.clone())
+        return real(rewards, *rest)
+
+    monkeypatch.setattr(agent_module, "multi_gamma_targets", spy)
+    g = torch.Generator().manual_seed(0)
+    batch = Batch(
+        obs=torch.randn(2, 6, 3, generator=g),
+        actions=torch.randint(0, 4, (2, 5), generator=g),
+        rewards=torch.rand(2, 5, generator=g),
+        dones=torch.zeros(2, 5),
+        mask=torch.ones(2, 5),
+        start=torch.zeros(2, dtype=torch.long),
+    )
+    for scale in (1.0, 100.0):
+        agent = InContextAgent(3, 4, AgentConfig(d_model=8, head_hidden=8, context_len=8, reward_scale=scale))
+        agent.loss(batch, torch.Generator().manual_seed(0))
+        torch.testing.assert_close(seen[-1], batch.rewards * scale)
+    # The inputs keep the env's rewards: the batch itself is untouched.
+    assert float(batch.rewards.max()) <= 1.0
+
+
+def test_critic_bins_cover_the_scaled_returns() -> None:
+    _, plain = critic_bins("keydoor", [0.999], keydoor_trial_steps=100)
+    _, scaled = critic_bins("keydoor", [0.999], reward_scale=100.0, keydoor_trial_steps=100)
+    assert math.isclose(plain, 1.05 * math.log1p(100.0))  # a 100-step trial pays at most 100
+    assert math.isclose(scaled, 1.05 * math.log1p(100.0 * 100.0))
+
+
+def test_a_reward_scale_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"agent.reward_scale > 0, got 0.0"):
+        TrainConfig(agent=AgentConfig(reward_scale=0.0))
+
+
+# --- the smaller key-door ---------------------------------------------------------------------------------------
+
+
+def test_keydoor_episode_and_trial_lengths_reach_the_env_the_trainer_and_the_references() -> None:
+    cfg = TrainConfig(task="keydoor", keydoor_size=5, keydoor_episode_steps=7, keydoor_trial_steps=30, time_input=True)
+    env = make_task_env(cfg.task, **task_kwargs(cfg))
+    raw = env.unwrapped
+    assert (raw.size, raw.episode_steps, raw.rollout_steps) == (5, 7, 30)  # type: ignore[attr-defined]
+    env.reset(seed=0)
+    steps, inner_ends, terminated = 0, 0, False
+    while not terminated:
+        obs, _, terminated, _, info = env.step(3)
+        steps += 1
+        inner_ends += info["inner_reset"]
+    # 30 steps in all, an inner episode at least every 7; the time input counts the 30-step trial.
+    assert steps == 30 and inner_ends >= 30 // 7 and math.isclose(float(obs[-1]), 1.0)
+    trainer = InContextTrainer(
+        TrainConfig(
+            task="keydoor", keydoor_trial_steps=30, n_envs=2, agent=AgentConfig(d_model=8, head_hidden=8, context_len=8)
+        )
+    )
+    trainer.collect()
+    assert trainer.trial_length == 30 and [len(t) for t in trainer.replay.trajectories] == [30, 30]
+    refs = keydoor_references(4, size=5, episode_steps=7, trial_steps=30)
+    # No policy collects more than one reward per step; the oracle beats random on these short trials too.
+    assert np.all(refs["oracle"] <= 30) and refs["oracle"].mean() > refs["random"].mean()
+    assert refs["oracle"].mean() < keydoor_references(4, size=5)["oracle"].mean()
+
+
+def test_keydoor_lengths_below_one_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"keydoor_episode_steps >= 1 and keydoor_trial_steps >= 1, got 0, 500"):
+        TrainConfig(keydoor_episode_steps=0)
+
+
+# --- the named setting ------------------------------------------------------------------------------------------
+
+
+def test_amago_keydoor_setting_has_amagos_run_details() -> None:
+    base = amago_config("keydoor_5x5", 0, 80_000, None)
+    cfg = agent_config("amago_keydoor", "keydoor_5x5", 0, 80_000, None)
+    assert cfg == amago_keydoor_config("keydoor_5x5", 0, 80_000, None)
+    assert (cfg.keydoor_size, cfg.keydoor_episode_steps, cfg.keydoor_trial_steps) == (5, 20, 100)
+    assert cfg.agent.reward_scale == 100.0 and base.agent.reward_scale == 1.0
+    assert cfg.n_envs == 12 != base.n_envs
+    assert math.isclose(cfg.updates_per_step, 1 / 12)
+    # AMAGO's 500k-step anneal, capped at half of a shorter run.
+    assert cfg.eps_anneal_steps == 40_000
+    assert amago_keydoor_config("keydoor", 0, 12_000_000, None).eps_anneal_steps == AMAGO_KEYDOOR["anneal_steps"]
+    # The critic spans the scaled returns; the whole 100-step trial is the context; batches of ~2,000 tokens.
+    assert math.isclose(cfg.agent.bin_range, 1.05 * math.log1p(100.0 * 100.0)) and cfg.agent.bin_low == 0.0
+    assert cfg.agent.context_len == 101 and cfg.batch_size == 20
+
+
+# --- the gate script --------------------------------------------------------------------------------------------
+
+
+def _unit(setting: str, seed: int, greedy: float) -> dict[str, object]:
+    return {
+        "task": "keydoor_5x5",
+        "setting": setting,
+        "seed": seed,
+        "greedy": {"mean": greedy, "stderr": 0.1},
+        "sampled": {"mean": greedy},
+        "learning_curve": [{"env_steps": 10, "eval_return": greedy / 2}, {"env_steps": 20, "eval_return": greedy}],
+        "env_steps": 20,
+        "updates": 2,
+        "train_seconds": 1.0,
+        "stopped_by_time_cap": False,
+        "config": {"total_env_steps": 20},
+    }
+
+
+def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_gate.py")
+    args = script.Args(unit_dir=str(tmp_path), required_seeds=3)
+    refs = {"n_tasks": 4, "references": {"random": {"mean": 1.0}, "explorer": {"mean": 18.0}, "oracle": {"mean": 20.0}}}
+
+    def write(setting: str, seed: int, greedy: float) -> None:
+        path = script.unit_path(tmp_path, "keydoor_5x5", setting, 20, seed)
+        path.write_text(json.dumps(_unit(setting, seed, greedy)))
+
+    write("a", 0, 15.0)
+    write("a", 1, 11.0)
+    assert script.collect(args, refs)["verdict"] == "incomplete"
+    write("a", 2, 10.0)  # exactly half of the oracle does not exceed it
+    result = script.collect(args, refs)
+    assert result["threshold"] == 10.0 and result["verdict"] == "fail"
+    a = result["settings"]["a_20"]
+    assert a["setting"] == "a" and a["env_step_budget"] == 20 and a["seeds_passed"] == 2 and a["seeds"]["0"]["passed"]
+    assert a["seeds"]["0"]["learning_curve"][0] == {"env_steps": 10, "eval_return": 7.5}
+    for seed in range(3):
+        write("b", seed, 12.0)
+    result = script.collect(args, refs)
+    assert (
+        result["verdict"] == "pass"
+        and result["settings"]["b_20"]["passed"]
+        and not result["settings"]["a_20"]["passed"]
+    )
+    table = script.gate_table(result)
+    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | yes |" in table
+    assert "oracle 20.00" in table and "Verdict: **pass**" in table
+
+
+def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_gate.py")
+
+    def tiny(*a: object, **k: object) -> TrainConfig:
+        cfg = agent_config(*a, **k)  # type: ignore[arg-type]
+        agent = dataclasses.replace(cfg.agent, d_model=8, head_hidden=8, lr_warmup_updates=1)
+        return dataclasses.replace(cfg, n_envs=2, batch_size=2, learning_starts=0, agent=agent)
+
+    monkeypatch.setattr(script, "agent_config", tiny)
+    args = script.Args(
+        env_steps=400, curve_points=2, eval_tasks=3, seeds=[0], required_seeds=1, unit_dir=str(tmp_path / "units"),
+        runs_root=str(tmp_path / "runs"), out=str(tmp_path / "gate.json"), settings=["amago_keydoor"],
+    )  # fmt: skip
+    script.main(args)
+    path = tmp_path / "units" / "keydoor_5x5__amago_keydoor__400steps__seed0.json"
+    unit = json.loads(path.read_text())
+    assert [row["env_steps"] for row in unit["learning_curve"]] == [200, 400] and unit["updates"] == 33
+    assert unit["config"]["agent"]["reward_scale"] == 100.0 and unit["config"]["keydoor_trial_steps"] == 100
+    result = json.loads((tmp_path / "gate.json").read_text())
+    assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
+    assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
+    assert (tmp_path / "gate.md").read_text() == script.gate_table(result)
+    before = path.stat().st_mtime_ns
+    script.main(args)  # a done unit is skipped, not rerun
+    (tmp_path / "gate.json").unlink()
+    script.main(dataclasses.replace(args, collect_only=True, seeds=[1]))  # seed 1 is not run, only collected
+    assert path.stat().st_mtime_ns == before and json.loads((tmp_path / "gate.json").read_text()) == result
+    assert not (tmp_path / "units" / "keydoor_5x5__amago_keydoor__400steps__seed1.json").exists()
+    # Another budget is another unit: run, not skipped.
+    script.main(dataclasses.replace(args, env_steps=200, curve_points=1))
+    assert set(json.loads((tmp_path / "gate.json").read_text())["settings"]) == {
+        "amago_keydoor_400",
+        "amago_keydoor_200",
+    }
+    with pytest.raises(SystemExit, match="unknown setting"):
+        script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
+    with pytest.raises(SystemExit, match="unknown gate task"):
+        script.main(script.Args(task="keydoor", unit_dir=str(tmp_path / "u2")))
