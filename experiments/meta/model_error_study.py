@@ -78,7 +78,7 @@ class Args:
     test_error: str = "0:1.0"
     """lo:hi of the held-out angle offsets of the test runs (beyond the training range on purpose)"""
     episodes: int = 500
-    """meta-episodes (inner runs) of meta-training"""
+    """meta-episodes (inner runs) of meta-training; more than a saved run's extends it"""
     runs_per_round: int = 20
     """inner runs advanced together in meta-training (batched per worker)"""
     workers: int = 2
@@ -178,7 +178,10 @@ def train(args: Args) -> None:
     for action_set in action_sets(args):
         directory = run_dir(args, action_set)
         if (directory / CHECKPOINT_NAME).exists():
-            trainer = MetaTrainer.resume(directory)
+            try:  # a larger --episodes than the saved run's extends it
+                trainer = MetaTrainer.resume(directory, episodes=args.episodes)
+            except ValueError as exc:
+                raise SystemExit(str(exc)) from None
         else:
             cfg = MetaTrainConfig(
                 env=meta_env_config(args, action_set),

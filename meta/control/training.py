@@ -19,6 +19,7 @@ events).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import time
@@ -285,10 +286,31 @@ class MetaTrainer:
         self._resume_state: dict[str, Any] | None = None
 
     @classmethod
-    def resume(cls, run_dir: str | Path, inner_factory: Any = None, show_progress: bool = True) -> MetaTrainer:
-        """A trainer that continues the run saved in ``run_dir`` (same config, same final size)."""
+    def resume(
+        cls, run_dir: str | Path, inner_factory: Any = None, show_progress: bool = True, episodes: int | None = None
+    ) -> MetaTrainer:
+        """A trainer that continues the run saved in ``run_dir`` (same config).
+
+        Args:
+            run_dir: The run directory.
+            inner_factory: As for the constructor.
+            show_progress: As for the constructor.
+            episodes: A larger final size than the saved one extends a run (finished or not) by more rounds with
+                fresh inner runs; ``None`` keeps the saved size. The agent's schedules (epsilon) are fractions of the
+                new total, so an extension past the exploration phase continues at the final epsilon.
+
+        Raises:
+            ValueError: ``episodes`` is smaller than the saved final size.
+        """
         envelope = load_checkpoint(Path(run_dir) / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(MetaTrainConfig, envelope["config"])
+        if episodes is not None and episodes != cfg.episodes:
+            if episodes < cfg.episodes:
+                raise ValueError(
+                    f"episodes={episodes} is below the {cfg.episodes} meta-episodes the run in {run_dir} was started "
+                    "with: a run can be extended, not shortened"
+                )
+            cfg = dataclasses.replace(cfg, episodes=int(episodes))
         trainer = cls(cfg, run_dir, inner_factory, show_progress)
         trainer._resume_state = envelope["state"]
         return trainer

@@ -65,6 +65,21 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("sb3*")) == logs == ["sb3"]
 
 
+def test_a_finished_run_is_extended_by_a_larger_size_and_never_shortened(tmp_path: Path) -> None:
+    cfg = _config(episodes=4, runs_per_round=4)
+    MetaTrainer(cfg, tmp_path, show_progress=False).train()
+    first = json.loads((tmp_path / HISTORY_NAME).read_text())["history"]
+    with pytest.raises(ValueError, match="extended, not shortened"):
+        MetaTrainer.resume(tmp_path, show_progress=False, episodes=2)
+    summary = MetaTrainer.resume(tmp_path, show_progress=False, episodes=8).train()
+    assert summary["episodes_done"] == 8 and summary["sessions"] == 2
+    assert summary["history"][:4] == first and [h["round"] for h in summary["history"][4:]] == [1] * 4
+    saved = load_checkpoint(tmp_path / CHECKPOINT_NAME)
+    assert saved["config"]["episodes"] == 8 and saved["state"]["rounds_done"] == 2
+    # The extension's inner runs are new ones (the next round's seeds), not a replay of the first round.
+    assert [h["final_j"] for h in summary["history"][4:]] != [h["final_j"] for h in first]
+
+
 def _policy(path: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(path / CHECKPOINT_NAME)["state"]["policy"]
 
