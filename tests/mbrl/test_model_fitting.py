@@ -96,9 +96,9 @@ def test_nonfinite_fit_falls_back_to_weights_and_normalizer_of_last_good_fit(mon
     # The second fit (on more data, so new normalizer statistics) diverges after a few good steps.
     real_loss, calls = model.ensemble.loss, {"n": 0}
 
-    def diverging_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def diverging_loss(x: torch.Tensor, y: torch.Tensor, **kwargs: bool) -> torch.Tensor:
         calls["n"] += 1
-        loss = real_loss(x, y)
+        loss = real_loss(x, y, **kwargs)
         return loss * math.nan if calls["n"] > 5 else loss
 
     monkeypatch.setattr(model.ensemble, "loss", diverging_loss)

@@ -1,0 +1,125 @@
+"""Many particles stepped through chosen ensemble members in float32 torch: the inner loop of a model-based planner.
+
+A planner (PETS's CEM over action sequences, ``planning.mpc``) runs thousands of model steps per decision on the same
+weights. :class:`MemberPropagator` gathers the weights of the members it will use (and the normalizer statistics) once,
+as float32 tensors on the model's device, so that each step is a handful of batched matmuls with no numpy round trip
+and no per-step indexing of the ensemble. Slot ``s`` of a ``[S, N, ...]`` batch runs through member ``members[s]``;
+a member may fill several slots (PETS's TS-inf spreads ``P`` particles over ``K < P`` elites).
+
+Noise is drawn from a CPU ``torch.Generator`` and moved to the device, so a seeded plan draws the same numbers on
+every device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from mbrl.models.gaussian_ensemble import EnsembleLinear
+from mbrl.models.normalizer import Normalizer
+
+if TYPE_CHECKING:
+    from mbrl.models.dynamics import DynamicsModel
+
+
+class MemberPropagator:
+    """The weights of the members in ``members`` and the model's normalizers, frozen as float32 tensors.
+
+    Build with :meth:`mbrl.models.DynamicsModel.propagator`. Later fits of the model do not change a propagator
+    already built (the weights are copies), so build one per plan.
+
+    Args:
+        model: A fitted dynamics model with continuous actions.
+        members: ``LongTensor[S]`` ensemble member (not elite) index of each slot.
+
+    Attributes:
+        obs_dim, action_dim: Widths of a state and an action.
+        device: Where the weights live and every step computes.
+    """
+
+    def __init__(self, model: DynamicsModel, members: torch.Tensor) -> None:
+        if model.discrete_actions:
+            raise ValueError("MemberPropagator steps continuous actions; this model takes discrete ones")
+        self.obs_dim, self.action_dim = model.obs_dim, model.action_dim
+        self.device = model.device
+        idx = members.to(device=self.device, dtype=torch.long).reshape(-1)
+        self.slots = int(idx.numel())
+        ens = model.ensemble
+
+        def gather(layers: Iterable[EnsembleLinear]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            return [(layer.weight.detach()[idx].float(), layer.bias.detach()[idx].float()) for layer in layers]
+
+        self._hidden = gather(ens.hidden)  # type: ignore[arg-type]
+        self._output = gather([ens.output])[0]
+        self._max_logvar = ens.max_logvar.detach().float()
+        self._min_logvar = ens.min_logvar.detach().float()
+        self._term = None if model.termination is None else gather(model.termination.layers)  # type: ignore[arg-type]
+
+        def stats(normalizer: Normalizer) -> tuple[torch.Tensor, torch.Tensor]:
+            mean = torch.as_tensor(normalizer.mean, dtype=torch.float32, device=self.device)
+            std = torch.as_tensor(normalizer.std, dtype=torch.float32, device=self.device)
+            return mean, std
+
+        self._in_mean, self._in_std = stats(model.input_normalizer)
+        self._out_mean, self._out_std = stats(model.output_normalizer)
+
+    def _inputs(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return (torch.cat([state, action], dim=-1) - self._in_mean) / self._in_std
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each slot's Gaussian in standardized target units.
+
+        Args:
+            state: ``[S, N, obs_dim]`` float32.
+            action: ``[S, N, action_dim]`` float32.
+
+        Returns:
+            ``(mean, logvar)``, each ``[S, N, obs_dim + 1]`` (column 0 the reward, the rest the state change).
+        """
+        h = self._inputs(state, action)
+        for weight, bias in self._hidden:
+            h = F.silu(torch.baddbmm(bias, h, weight))
+        weight, bias = self._output
+        mean, raw_logvar = torch.baddbmm(bias, h, weight).chunk(2, dim=-1)
+        # The same soft clamp as GaussianEnsemble.forward.
+        logvar = self._max_logvar - F.softplus(self._max_logvar - raw_logvar)
+        logvar = self._min_logvar + F.softplus(logvar - self._min_logvar)
+        return mean, logvar
+
+    def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor | None:
+        """Each slot's learned termination probability ``[S, N]`` (``None`` for a model without the head)."""
+        if self._term is None:
+            return None
+        h = self._inputs(state, action)
+        for weight, bias in self._term[:-1]:
+            h = F.silu(torch.baddbmm(bias, h, weight))
+        weight, bias = self._term[-1]
+        return torch.sigmoid(torch.baddbmm(bias, h, weight).squeeze(-1))
+
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One model step of every row through its slot's member.
+
+        Args:
+            state: ``[S, N, obs_dim]`` float32.
+            action: ``[S, N, action_dim]`` float32.
+            generator: Samples each member's Gaussian (CPU generator); ``None`` moves by the member's mean.
+
+        Returns:
+            ``(next_state [S, N, obs_dim], reward [S, N])`` in environment units.
+        """
+        mean, logvar = self.forward(state, action)
+        y = mean
+        if generator is not None:
+            noise = torch.randn(mean.shape, generator=generator, dtype=torch.float32).to(self.device)
+            y = mean + torch.exp(0.5 * logvar) * noise
+        y = y * self._out_std + self._out_mean
+        return state + y[..., 1:], y[..., 0]
+
+    def denormalize(self, y: torch.Tensor) -> torch.Tensor:
+        """Standardized targets ``[..., obs_dim + 1]`` back in environment units (reward, state change)."""
+        return y * self._out_std + self._out_mean
