@@ -43,6 +43,7 @@ from mbrl.algorithms.sac_backends import FusedSAC
 from mbrl.model_env import ModelEnv
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.rewards import reward_fn
+from mbrl.termination import termination_fn
 from planning.mpc import CEMOptimizer, MPCPlanner, TrajectoryEvaluator
 from planning.mpc.planner import planner_generator
 from rolloutlab.checkpoint import atomic_write_json
@@ -140,15 +141,15 @@ def time_pets(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
     cfg = dataclasses.replace(PETS_ARCH, min_train_steps=0, max_train_steps=500)
     old_model, new_model = twin_models(old["dynamics"], cfg, 3, 1, data)
     low, high = np.array([-2.0]), np.array([2.0])
-    reward = reward_fn("Pendulum-v1")
+    reward, done = reward_fn("Pendulum-v1"), termination_fn("Pendulum-v1")  # PETS's own (done: `never`)
     planner_a = old["planner"].MPCPlanner(
-        old["trajectories"].TrajectoryEvaluator(old_model, reward, None, "tsinf", 5),
+        old["trajectories"].TrajectoryEvaluator(old_model, reward, done, "tsinf", 5),
         old["optimizers"].CEMOptimizer(low, high, old["optimizers"].CEMConfig()),
         15,
         np.random.default_rng(0),
     )
     planner_b = MPCPlanner(
-        TrajectoryEvaluator(new_model, reward, None, "tsinf", 5), CEMOptimizer(low, high), 15, planner_generator(0)
+        TrajectoryEvaluator(new_model, reward, done, "tsinf", 5), CEMOptimizer(low, high), 15, planner_generator(0)
     )
     states = data[0][: repeats + 1]
     seen = {"a": 0, "b": 0}

@@ -63,7 +63,7 @@ class TrueInvertedPendulum:
         return self
 
     def step(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator | None = None
+        self, state: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         obs = state.reshape(-1, self.obs_dim).double().numpy()
         actions = action.reshape(-1, self.action_dim).double().numpy()

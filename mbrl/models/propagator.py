@@ -6,8 +6,8 @@ as float32 tensors on the model's device, so that each step is a handful of batc
 and no per-step indexing of the ensemble. Slot ``s`` of a ``[S, N, ...]`` batch runs through member ``members[s]``;
 a member may fill several slots (PETS's TS-inf spreads ``P`` particles over ``K < P`` elites).
 
-Noise is drawn from a CPU ``torch.Generator`` and moved to the device, so a seeded plan draws the same numbers on
-every device.
+The caller draws the noise (a planner draws a whole plan's at once, from a CPU ``torch.Generator`` so that a seeded
+plan is the same on every device).
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ class MemberPropagator:
             return [(layer.weight.detach()[idx].float(), layer.bias.detach()[idx].float()) for layer in layers]
 
         self._hidden = gather(ens.hidden)  # type: ignore[arg-type]
-        self._output = gather([ens.output])[0]
-        self._max_logvar = ens.max_logvar.detach().float()
-        self._min_logvar = ens.min_logvar.detach().float()
+        out_weight, out_bias = gather([ens.output])[0]
+        self._max_logvar = ens.max_logvar.detach().float().to(self.device)
+        self._min_logvar = ens.min_logvar.detach().float().to(self.device)
         self._term = None if model.termination is None else gather(model.termination.layers)  # type: ignore[arg-type]
 
         def stats(normalizer: Normalizer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,30 +64,40 @@ class MemberPropagator:
             return mean, std
 
         self._in_mean, self._in_std = stats(model.input_normalizer)
-        self._out_mean, self._out_std = stats(model.output_normalizer)
+        out_mean, self._out_std = stats(model.output_normalizer)
+        # The output denormalization folded into the mean half of the last layer (an affine map of an affine map),
+        # so a step's mean comes out in environment units with no extra ops; the log-variance half stays standardized.
+        d = self.obs_dim + 1
+        self._out_weight = torch.cat([out_weight[..., :d] * self._out_std, out_weight[..., d:]], dim=-1)
+        self._out_bias = torch.cat([out_bias[..., :d] * self._out_std + out_mean, out_bias[..., d:]], dim=-1)
 
     def _inputs(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return (torch.cat([state, action], dim=-1) - self._in_mean) / self._in_std
 
-    def forward(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each slot's Gaussian in standardized target units.
+    def forward(
+        self, state: torch.Tensor, action: torch.Tensor, spread: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each slot's Gaussian in environment units.
 
         Args:
             state: ``[S, N, obs_dim]`` float32.
             action: ``[S, N, action_dim]`` float32.
+            spread: Also return the standard deviation (skipped when moving by the means).
 
         Returns:
-            ``(mean, logvar)``, each ``[S, N, obs_dim + 1]`` (column 0 the reward, the rest the state change).
+            ``(mean, std)``, each ``[S, N, obs_dim + 1]`` (column 0 the reward, the rest the state change); ``std``
+            is ``None`` without ``spread``.
         """
         h = self._inputs(state, action)
         for weight, bias in self._hidden:
-            h = F.silu(torch.baddbmm(bias, h, weight))
-        weight, bias = self._output
-        mean, raw_logvar = torch.baddbmm(bias, h, weight).chunk(2, dim=-1)
-        # The same soft clamp as GaussianEnsemble.forward.
+            h = F.silu(torch.baddbmm(bias, h, weight), inplace=True)
+        mean, raw_logvar = torch.baddbmm(self._out_bias, h, self._out_weight).chunk(2, dim=-1)
+        if not spread:
+            return mean, None
+        # The same soft clamp as GaussianEnsemble.forward, in standardized units, then scaled to the environment's.
         logvar = self._max_logvar - F.softplus(self._max_logvar - raw_logvar)
         logvar = self._min_logvar + F.softplus(logvar - self._min_logvar)
-        return mean, logvar
+        return mean, self._out_std * torch.exp(0.5 * logvar)
 
     def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor | None:
         """Each slot's learned termination probability ``[S, N]`` (``None`` for a model without the head)."""
@@ -100,26 +110,19 @@ class MemberPropagator:
         return torch.sigmoid(torch.baddbmm(bias, h, weight).squeeze(-1))
 
     def step(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator | None = None
+        self, state: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One model step of every row through its slot's member.
 
         Args:
             state: ``[S, N, obs_dim]`` float32.
             action: ``[S, N, action_dim]`` float32.
-            generator: Samples each member's Gaussian (CPU generator); ``None`` moves by the member's mean.
+            noise: ``[S, N, obs_dim + 1]`` standard normal draws to sample each member's Gaussian with; ``None``
+                moves by the member's mean.
 
         Returns:
             ``(next_state [S, N, obs_dim], reward [S, N])`` in environment units.
         """
-        mean, logvar = self.forward(state, action)
-        y = mean
-        if generator is not None:
-            noise = torch.randn(mean.shape, generator=generator, dtype=torch.float32).to(self.device)
-            y = mean + torch.exp(0.5 * logvar) * noise
-        y = y * self._out_std + self._out_mean
+        mean, std = self.forward(state, action, spread=noise is not None)
+        y = mean if noise is None or std is None else torch.addcmul(mean, std, noise)
         return state + y[..., 1:], y[..., 0]
-
-    def denormalize(self, y: torch.Tensor) -> torch.Tensor:
-        """Standardized targets ``[..., obs_dim + 1]`` back in environment units (reward, state change)."""
-        return y * self._out_std + self._out_mean

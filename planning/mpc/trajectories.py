@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from mbrl.rewards import RewardFn
-from mbrl.termination import TerminationFn
+from mbrl.termination import TerminationFn, never, takes_tensors
 
 PROPAGATIONS = ("tsinf", "ts1", "expectation")
 #: Return given to a particle whose prediction became NaN or infinite.
@@ -45,14 +45,14 @@ class Propagator(Protocol):
 
     device: torch.device
 
-    def forward(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each slot's Gaussian ``(mean, logvar)``, ``[S, N, obs_dim + 1]``, in standardized target units."""
-
-    def denormalize(self, y: torch.Tensor) -> torch.Tensor:
-        """Standardized ``(reward, state change)`` targets back in environment units."""
+    def forward(
+        self, state: torch.Tensor, action: torch.Tensor, spread: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each slot's Gaussian ``(mean, std)``, ``[S, N, obs_dim + 1]`` in environment units (``std`` only with
+        ``spread``)."""
 
     def step(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator | None = None
+        self, state: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(next_state [S, N, obs_dim], reward [S, N])`` of every row through its slot's member."""
 
@@ -164,33 +164,44 @@ class TrajectoryEvaluator:
         if sequences.shape[2] != self.model.action_dim:
             raise ValueError(f"the model expects {self.model.action_dim}-dim actions, got {sequences.shape[2]}")
         sequences = sequences.to(device=prop.device, dtype=torch.float32)
-        c, h, _ = sequences.shape
-        p, k = self.num_particles, self.model.num_elites
+        c, h, act_dim = sequences.shape
+        p, k, out = self.num_particles, self.model.num_elites, self.model.obs_dim + 1
+        # The whole horizon's random numbers in one call each (fewer, larger draws than one per step).
+        noise = None
+        if self.sample_noise:
+            noise = torch.randn((h, p, c, out), generator=generator).to(prop.device)
+        picks = None
+        if self.propagation == "ts1":
+            picks = torch.randint(0, k, (h, p * c), generator=generator).to(prop.device)
         # Rows [P, C]: particle-major, so that slot p of the propagator is particle p.
         state = obs.expand(p, c, obs.shape[0])
         total = torch.zeros(p, c, device=prop.device)
         alive = torch.ones(p, c, dtype=torch.bool, device=prop.device)
         broken = torch.zeros(p, c, dtype=torch.bool, device=prop.device)
-        noise = generator if self.sample_noise else None
         weight = 1.0
         for t in range(h):
-            action = sequences[:, t].expand(p, c, sequences.shape[2])
+            action = sequences[:, t].expand(p, c, act_dim)
+            step_noise = None if noise is None else noise[t]
             if self.propagation == "tsinf":
-                next_obs, model_reward = prop.step(state, action, noise)
+                next_obs, reward = prop.step(state, action, step_noise)
                 prob = prop.terminated_prob(state, action) if self.termination_fn is None else None
             else:
-                next_obs, model_reward, prob = self._mixed_step(prop, state, action, k, noise)
-            finite = torch.isfinite(next_obs).all(dim=-1)
-            reward = model_reward if self.reward_fn is None else self._known_reward(state, action, next_obs)
-            finite &= torch.isfinite(reward)
+                next_obs, reward, prob = self._mixed_step(prop, state, action, step_noise, picks, t)
+            if self.reward_fn is not None:
+                reward = self._known(self.reward_fn, state, action, next_obs).float()
+            finite = torch.isfinite(next_obs).all(dim=-1) & torch.isfinite(reward)
+            # A particle whose prediction broke scores NONFINITE_RETURN and stops; its later (NaN) values are
+            # masked out of the total by `alive`.
             broken |= alive & ~finite
-            next_obs = torch.where(finite.unsqueeze(-1), next_obs, state)
-            total += weight * torch.where(alive & finite, reward, 0.0)
-            alive &= finite & ~self._terminated(state, action, next_obs, prob)
+            alive = alive & finite
+            total += weight * torch.where(alive, reward, 0.0)
+            done = self._terminated(state, action, next_obs, prob)
+            if done is not None:
+                alive = alive & ~done
+                if not bool(alive.any()):
+                    break
             weight *= self.discount
             state = next_obs
-            if not bool(alive.any()):
-                break
         total = torch.where(broken, NONFINITE_RETURN, total)
         return total.mean(dim=0)
 
@@ -199,44 +210,51 @@ class TrajectoryEvaluator:
         prop: Propagator,
         state: torch.Tensor,
         action: torch.Tensor,
-        k: int,
-        generator: torch.Generator | None,
+        noise: torch.Tensor | None,
+        picks: torch.Tensor | None,
+        t: int,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """TS-1 (a fresh elite per row) or the expectation: every elite on every row, then one picked or averaged."""
         p, c, d = state.shape
+        k = self.model.num_elites
         rows_state = state.reshape(1, p * c, d).expand(k, -1, -1)
         rows_action = action.reshape(1, p * c, -1).expand(k, -1, -1)
-        mean, logvar = prop.forward(rows_state, rows_action)
+        mean, std = prop.forward(rows_state, rows_action, spread=noise is not None)
         probs = prop.terminated_prob(rows_state, rows_action) if self.termination_fn is None else None
-        if self.propagation == "expectation":
-            # The normalizer is affine: averaging standardized means and denormalizing averages the predictions.
-            y = prop.denormalize(mean.mean(dim=0))
+        if picks is None:
+            # The expectation: the elites' average prediction (their means are in environment units already).
+            y = mean.mean(dim=0)
             prob = None if probs is None else probs.mean(dim=0)
         else:
-            pick = torch.randint(0, k, (1, p * c, 1), generator=generator).to(prop.device)
+            pick = picks[t].reshape(1, -1, 1)
             y = mean.gather(0, pick.expand(1, -1, mean.shape[-1]))[0]
-            if generator is not None:
-                std = torch.exp(0.5 * logvar.gather(0, pick.expand(1, -1, logvar.shape[-1]))[0])
-                y = y + std * torch.randn(y.shape, generator=generator).to(prop.device)
-            y = prop.denormalize(y)
+            if noise is not None and std is not None:
+                spread = std.gather(0, pick.expand(1, -1, std.shape[-1]))[0]
+                y = torch.addcmul(y, spread, noise.reshape(p * c, -1))
             prob = None if probs is None else probs.gather(0, pick[..., 0])[0]
         y = y.reshape(p, c, -1)
         return state + y[..., 1:], y[..., 0], None if prob is None else prob.reshape(p, c)
 
-    def _known_reward(self, state: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
-        assert self.reward_fn is not None
-        value = self.reward_fn(*_as_rows(state, action, next_obs))
-        return torch.as_tensor(np.asarray(value), dtype=torch.float32).reshape(state.shape[:-1]).to(state.device)
+    @staticmethod
+    def _known(
+        fn: Callable[..., Any], state: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
+    ) -> torch.Tensor:
+        """A known reward or termination function on ``[P, C, d]`` tensors: directly where it takes tensors (the
+        ``mbrl`` functions), else on numpy rows."""
+        if takes_tensors(fn):
+            return torch.as_tensor(fn(state, action, next_obs))
+        value = np.asarray(fn(*_as_rows(state, action, next_obs)))
+        return torch.as_tensor(value).reshape(state.shape[:-1]).to(state.device)
 
     def _terminated(
         self, state: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor, prob: torch.Tensor | None
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | None:
+        """Which particles this step ends, ``[P, C]`` bool; ``None`` where nothing can end (no check needed)."""
+        if self.termination_fn is never:
+            return None
         if self.termination_fn is not None:
-            done = np.asarray(self.termination_fn(*_as_rows(state, action, next_obs)), dtype=bool)
-            return torch.as_tensor(done).reshape(state.shape[:-1]).to(state.device)
-        if prob is not None:
-            return prob > 0.5
-        return torch.zeros(state.shape[:-1], dtype=torch.bool, device=state.device)
+            return self._known(self.termination_fn, state, action, next_obs).bool()
+        return None if prob is None else prob > 0.5
 
 
 def _as_rows(*tensors: torch.Tensor) -> list[np.ndarray]:

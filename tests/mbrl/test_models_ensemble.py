@@ -309,6 +309,13 @@ def test_propagator_steps_as_predict_members_in_float32() -> None:
     prob = prop.terminated_prob(state, action)
     assert prob is not None and expected.terminated_prob is not None
     np.testing.assert_allclose(prob.reshape(40).numpy(), expected.terminated_prob, rtol=1e-4, atol=1e-6)
+    # Sampling adds std * noise, std in environment units.
+    mean, std = prop.forward(state, action)
+    assert std is not None and bool((std > 0).all())
+    noise = torch.randn(4, 10, 3, generator=torch.Generator().manual_seed(0))
+    sampled, sampled_reward = prop.step(state, action, noise)
+    torch.testing.assert_close(sampled, state + mean[..., 1:] + std[..., 1:] * noise[..., 1:])
+    torch.testing.assert_close(sampled_reward, mean[..., 0] + std[..., 0] * noise[..., 0])
     # The weights are copies: a later fit does not move a propagator already built.
     model.fit(obs, act, -(obs**2).sum(axis=1), obs + 0.1 * act, obs[:, 0] > 1.5)
     torch.testing.assert_close(prop.step(state, action)[0], next_state)

@@ -34,18 +34,15 @@ class RecordingModel:
             nxt = torch.where(nxt > self.nan_above, torch.nan, nxt)
         return nxt
 
-    def step(self, state, action, generator=None):
+    def step(self, state, action, noise=None):
         self.calls.append(self.offset.numpy().copy())
         nxt = self._next(state, action)
         return nxt, nxt[..., 0]
 
-    def forward(self, state, action):
+    def forward(self, state, action, spread=True):
         nxt = self._next(state, action)
         mean = torch.cat([nxt, nxt - state], dim=-1)
-        return mean, torch.zeros_like(mean)
-
-    def denormalize(self, y):
-        return y
+        return mean, torch.zeros_like(mean) if spread else None
 
     def terminated_prob(self, state, action):
         return None
