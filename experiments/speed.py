@@ -295,7 +295,9 @@ def main(args: Args | None = None) -> dict[str, Any]:
     for part in parts:
         started = time.perf_counter()
         report["parts"][part] = timers[part]()
-        report["parts"][part]["command"] = f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part}"
+        report["parts"][part]["command"] = (
+            f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part} --repeats {args.repeats}"
+        )
         print(part, f"{time.perf_counter() - started:.0f} s", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.out, report)
