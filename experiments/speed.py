@@ -23,6 +23,7 @@ Writes ``results/speed.json`` (per part: the medians in ms, the ratios, the sett
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import subprocess
 import sys
@@ -212,7 +213,7 @@ def time_rollout(old: dict[str, types.ModuleType], repeats: int) -> dict[str, An
     def policy(obs: np.ndarray) -> np.ndarray:
         return policy_rng.uniform(-1, 1, size=(obs.shape[0], CHEETAH_ACT)).astype(np.float32)
 
-    env_a = ModelEnv(old_model, None, CHEETAH_OBS, (CHEETAH_ACT,), disagreement_sample=None)
+    env_a = old["model_env"].ModelEnv(old_model, None, CHEETAH_OBS, (CHEETAH_ACT,))
     env_b = ModelEnv(new_model, None, CHEETAH_OBS, (CHEETAH_ACT,))
     result = interleaved(
         lambda: env_a.rollout(starts, policy, 1, np.random.default_rng(0)),
@@ -272,6 +273,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
         "optimizers": baseline_module("planning/mpc/optimizers.py"),
         "trajectories": baseline_module("planning/mpc/trajectories.py"),
         "planner": baseline_module("planning/mpc/planner.py"),
+        "model_env": baseline_module("mbrl/model_env.py"),
     }
     import json
 
@@ -294,7 +296,11 @@ def main(args: Args | None = None) -> dict[str, Any]:
     }
     for part in parts:
         started = time.perf_counter()
+        load_before = os.getloadavg()[0]
         report["parts"][part] = timers[part]()
+        # How busy the machine was (1-minute load average before and after): a shared machine's timings are only
+        # comparable within a part, as A/B ratios.
+        report["parts"][part]["load_average"] = [load_before, os.getloadavg()[0]]
         report["parts"][part]["command"] = (
             f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part} --repeats {args.repeats}"
         )

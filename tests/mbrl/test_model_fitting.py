@@ -156,3 +156,26 @@ def test_default_fit_is_close_to_a_long_reference_fit(n: int, reference_steps: i
     assert DYNA_ARCH.min_train_steps <= default["model/train_steps"] < reference_steps
     assert default["model/holdout_nmse"] <= 2.0 * reference["model/holdout_nmse"]
     assert reference["model/holdout_nmse"] < 0.01  # both are good models: under 1% of the target variance
+
+
+def test_small_buffers_score_the_holdout_every_few_steps_large_ones_every_epoch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = dataclasses.replace(DYNA_ARCH, max_train_steps=40, min_train_steps=0, batch_size=64, score_every_steps=8)
+    for n, steps_per_epoch, scores in ((100, 2, 5), (1000, 13, 4)):  # 80 / 800 training rows
+        model = DynamicsModel(3, 1, False, cfg, seed=0)
+        calls = {"n": 0}
+        real = model._holdout_scores
+
+        def counting(*args, real=real, calls=calls):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            return real(*args)
+
+        monkeypatch.setattr(model, "_holdout_scores", counting)
+        metrics = model.fit(*_pendulum(n, seed=4))
+        assert metrics["model/train_steps"] == 40
+        assert metrics["model/train_epochs"] == math.ceil(40 / steps_per_epoch)
+        # 40 steps: every 4 epochs of 2 steps (8 steps) vs every epoch of 13 (the last partial), plus the final score.
+        assert calls["n"] == scores + 1
+    with pytest.raises(ValueError, match="score_every_steps"):
+        DynamicsModel(3, 1, False, dataclasses.replace(cfg, score_every_steps=0))
