@@ -13,16 +13,27 @@ plan is the same on every device).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
-from mbrl.models.gaussian_ensemble import EnsembleLinear
+from mbrl.models.gaussian_ensemble import EnsembleLinear, GaussianEnsemble
 from mbrl.models.normalizer import Normalizer
+from mbrl.models.termination_head import TerminationHead
 
-if TYPE_CHECKING:
-    from mbrl.models.dynamics import DynamicsModel
+
+class PropagatedModel(Protocol):
+    """What a propagator reads from a world model (``mbrl.models.DynamicsModel`` has it)."""
+
+    obs_dim: int
+    action_dim: int
+    discrete_actions: bool
+    device: torch.device
+    ensemble: GaussianEnsemble
+    termination: TerminationHead | None
+    input_normalizer: Normalizer
+    output_normalizer: Normalizer
 
 
 class MemberPropagator:
@@ -40,7 +51,7 @@ class MemberPropagator:
         device: Where the weights live and every step computes.
     """
 
-    def __init__(self, model: DynamicsModel, members: torch.Tensor) -> None:
+    def __init__(self, model: PropagatedModel, members: torch.Tensor) -> None:
         if model.discrete_actions:
             raise ValueError("MemberPropagator steps continuous actions; this model takes discrete ones")
         self.obs_dim, self.action_dim = model.obs_dim, model.action_dim
