@@ -9,7 +9,7 @@ TORCH_SPEC ?= $(shell ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1 && echo "torc
 EXTRAS ?= dev,llm,eval,mujoco,distributed
 STAMP := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
 
-.PHONY: run test lint typecheck pytest docs install browser clean
+.PHONY: run test lint typecheck pytest docs install browser clean test-trl-matrix
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,5 +45,27 @@ docs: $(STAMP)
 
 test: browser lint typecheck docs pytest
 
+# The TRL adapter's tests on the oldest and the newest TRL release of meta.rlvr.trl_limits.SUPPORTED_TRL, each in a
+# venv of its own (.venv-trl-<release>); tests/rlvr/test_rlvr_trl_versions.py checks this list against the range.
+# Not part of `make test` (two more venvs to build, then under a minute of tests each on 2 cores): `make test` runs
+# the same tests on the TRL the llm extra resolves to and checks the version range itself.
+TRL_MATRIX ?= 1.11.0 1.16.0
+TRL_TESTS := tests/rlvr/test_rlvr_trl_versions.py tests/rlvr/test_rlvr_trl.py tests/rlvr/test_rlvr_trl_limits.py \
+	tests/rlvr/test_rlvr_trl_vllm.py tests/rlvr/test_rlvr_trl_data_parallel.py tests/rlvr/test_rlvr_meta_trl.py \
+	tests/rlvr/test_rlvr_example.py tests/rlvr/test_rlvr_trl_benchmark.py
+
+# eval: the meta-policy test trains a controller, whose training report draws with matplotlib.
+.venv-trl-%/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv .venv-trl-$*
+	.venv-trl-$*/bin/python -m pip install -q "$(TORCH_SPEC)"
+	.venv-trl-$*/bin/python -m pip install -q -e ".[dev,llm,eval]" "trl==$*"
+	touch $@
+
+test-trl-matrix: $(foreach v,$(TRL_MATRIX),.venv-trl-$(v)/.installed)
+	@for v in $(TRL_MATRIX); do \
+		echo "== TRL $$v: $$(.venv-trl-$$v/bin/python -c 'import importlib.metadata as m; print(", ".join(p + " " + m.version(p) for p in ("trl", "transformers", "torch")))')"; \
+		env -u PYTHONPATH OMP_NUM_THREADS=1 .venv-trl-$$v/bin/python -m pytest -q -p no:cacheprovider $(TRL_TESTS) || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .browser-install.log build/site
+	rm -rf $(VENV) .venv-trl-* .mypy_cache .ruff_cache .pytest_cache .browser-install.log build/site

@@ -155,6 +155,9 @@ def main(args: Args) -> dict[str, Any]:
         processing_class=CharTokenizer(),
         allocator=Uniform(controller.g),
         correctness_reward="exact_match",
+        # The policy picks G up to the top of its grid: opt into the rows that takes (the adapter otherwise keeps a
+        # step to per_device_train_batch_size rows and cuts larger requests).
+        max_rows_per_step=prompts_per_step * max(meta.grid),
     )
     callback = GroupSizeCallback(
         controller,

@@ -3,10 +3,11 @@
 Runs on a laptop CPU in about a minute: a tiny Qwen2 model built from a config (no download) and warm-started by a
 few hundred supervised steps, rolloutlab's local character tokenizer, and reversed-digit arithmetic prompts with an
 exact-match verifier. What changes against plain
-TRL is three lines: ``AllocatingGRPOTrainer`` instead of ``GRPOTrainer``, an ``allocator`` built from a spec string
-(``uniform:8``, ``ar3po:2,4``, ``dars:4,16``, ``knapsack:8,32``, ``e3:4,12``, ``dapo:8,3``), and the name of the
-reward function that says whether an answer is right (``correctness_reward``). The trainer's ``ledger`` tells you what
-the rollouts cost.
+TRL: ``AdaptiveRolloutConfig`` instead of ``GRPOConfig``, with an ``allocator`` spec (``uniform:8``, ``ar3po:2,4``,
+``dars:4,16``, ``knapsack:8,32``, ``e3:4,12``, ``dapo:8,3``) and the name of the reward function that says whether an
+answer is right (``correctness_reward``), and ``AllocatingGRPOTrainer`` instead of ``GRPOTrainer``. The trainer's
+``ledger`` tells you what the rollouts cost; a step never trains more rows than ``per_device_train_batch_size``
+unless the config's ``max_rows_per_step`` allows it.
 
     python examples/trl_adaptive_grpo.py --allocator ar3po:2,4 --max-steps 20
     python examples/trl_adaptive_grpo.py --allocator uniform:8 --max-steps 20   # the baseline, same seed
@@ -25,14 +26,13 @@ import numpy as np
 import torch
 import tyro
 from datasets import Dataset
-from trl import GRPOConfig
 
 from envs.reasoning import Task, make_prompt_set, verify
-from meta.rlvr import EntropyTemperature, make_allocator
+from meta.rlvr import EntropyTemperature
 from meta.rlvr.lm.charlm import CharLMConfig, build_model
 from meta.rlvr.lm.tokenizer import CharTokenizer
 from meta.rlvr.trainers.sft import SFTConfig, train_sft
-from meta.rlvr.trl import AllocatingGRPOTrainer, TemperatureCallback
+from meta.rlvr.trl import AdaptiveRolloutConfig, AllocatingGRPOTrainer, TemperatureCallback
 from rolloutlab.checkpoint import atomic_write_json
 
 
@@ -105,7 +105,9 @@ def main(args: Args) -> dict[str, Any]:
     max_new_tokens = 4
     before = greedy_accuracy(model, tokenizer, held_out, max_new_tokens)
 
-    config = GRPOConfig(
+    config = AdaptiveRolloutConfig(
+        allocator=args.allocator,
+        correctness_reward="exact_match",
         output_dir=args.output_dir,
         per_device_train_batch_size=args.prompts_per_step * args.num_generations,
         num_generations=args.num_generations,
@@ -129,8 +131,6 @@ def main(args: Args) -> dict[str, Any]:
         args=config,
         train_dataset=tasks_to_dataset(train),
         processing_class=tokenizer,
-        allocator=make_allocator(args.allocator),
-        correctness_reward="exact_match",
         callbacks=callbacks,
     )
     start = time.perf_counter()

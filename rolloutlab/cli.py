@@ -38,6 +38,9 @@ PILLARS: list[tuple[str, str | None, str]] = [
     ("incontext", "meta.incontext.cli", "experiments.incontext.quick"),
 ]
 
+# Sub-commands with no line in the bench: (name, module holding its Typer `app`).
+COMMANDS: list[tuple[str, str]] = [("tokenizer", "meta.tokenizer.cli")]
+
 # Modules imported before mounting, for what they register into a lower pillar that must not import them itself:
 # planning.mpc adds --algo pets to `rolloutlab mbrl train`. (Every spec name, `learned:PATH` and the RLVR ones included,
 # is in the one registry of meta.control.spec, so no spec needs an import here.)
@@ -112,6 +115,8 @@ def _mount_pillars() -> None:
     for name, cli_module, _ in PILLARS:
         if cli_module is not None:
             app.add_typer(importlib.import_module(cli_module).app, name=name)
+    for name, cli_module in COMMANDS:
+        app.add_typer(importlib.import_module(cli_module).app, name=name)
 
 
 _mount_pillars()

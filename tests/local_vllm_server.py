@@ -3,7 +3,8 @@
 Importable from every test as ``local_vllm_server`` (pytest puts ``tests/`` on ``sys.path`` for ``tests/conftest.py``).
 
 :class:`LocalVLLMServer` is a real HTTP server on ``127.0.0.1`` (a free port, standard-library ``http.server``, one
-thread per request) that answers the endpoints TRL 1.16's ``VLLMClient`` and ``VLLMGeneration`` call in server mode:
+thread per request) that answers the endpoints TRL's ``VLLMClient`` and ``VLLMGeneration`` (1.11 to 1.16) call in
+server mode:
 
 * ``GET /health``, ``/v1/models``, ``/get_world_size``, ``/server_info`` (``logprobs_mode: processed_logprobs`` and a
   weight-transfer engine, as TRL requires);
@@ -289,7 +290,8 @@ class _HttpWeightEngine:
 
 def _init_http_communicator(self: Any, device: Any = 0) -> None:
     """``VLLMClient.init_communicator`` without NCCL: the same checks and handshake, an HTTP channel instead."""
-    if self.get_server_info()["weight_transfer_config"] is None:
+    # TRL 1.16's check (earlier clients have no get_server_info and make none).
+    if hasattr(self, "get_server_info") and self.get_server_info()["weight_transfer_config"] is None:
         raise RuntimeError("the server has no weight-transfer engine")
     init_info = {"master_address": "127.0.0.1", "rank_offset": 1, "world_size": self.get_world_size() + 1}
     self._post(f"{self.base_url}/init_weight_transfer_engine", json={"init_info": init_info})
@@ -304,8 +306,9 @@ def patch_client_for_http(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(client, "is_vllm_available", lambda *args, **kwargs: True)
     monkeypatch.setattr(generation, "is_vllm_available", lambda *args, **kwargs: True)
-    monkeypatch.setattr(client, "_HAS_STATEFUL_TRAINER_ENGINE", False)
-    monkeypatch.setattr(client, "_HAS_RESET_PREFIX_CACHE_SUCCESS", True)
+    # The client's vLLM-version switches (absent in the older supported TRL releases, which take the same paths).
+    monkeypatch.setattr(client, "_HAS_STATEFUL_TRAINER_ENGINE", False, raising=False)
+    monkeypatch.setattr(client, "_HAS_RESET_PREFIX_CACHE_SUCCESS", True, raising=False)
     monkeypatch.setattr(client, "NCCLWeightTransferEngine", _HttpWeightEngine, raising=False)
     monkeypatch.setattr(client, "NCCLTrainerSendWeightsArgs", _SendArgs, raising=False)
     monkeypatch.setattr(client.VLLMClient, "init_communicator", _init_http_communicator)

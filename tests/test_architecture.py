@@ -34,6 +34,7 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("meta.rollout_length", {"meta.rollout_length", "mbrl", "meta.control", "envs", "rolloutlab"}),
     ("meta.rlvr", {"meta.rlvr", "meta.control", "envs", "rolloutlab"}),
     ("meta.incontext", {"meta.incontext", "meta.control", "envs", "rolloutlab"}),
+    ("meta.tokenizer", {"meta.tokenizer", "meta.control", "envs", "rolloutlab"}),
     ("meta", {"meta.control"}),  # meta/__init__.py: the root names only
 ]
 

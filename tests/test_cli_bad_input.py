@@ -43,6 +43,10 @@ CASES = [
     ("incontext train --task nope", "nope"),
     ("incontext train --steps -3", "--steps"),
     ("incontext eval /nonexistent/checkpoint.pt", "checkpoint not found"),
+    ("tokenizer train --steps -3", "--steps"),
+    ("tokenizer eval /nonexistent/checkpoint.pt", "checkpoint not found"),
+    ("tokenizer eval /nonexistent/checkpoint.pt --halting fixed:2", "meta.control.make_controller"),
+    ("tokenizer eval /nonexistent/checkpoint.pt --halting halt_error:x", "arguments must be numbers"),
     ("wordle play --opener zzzzz", "zzzzz"),
     ("wordle solve qqqqq", "qqqqq"),
     ("wordle solve --heuristic nope crane", "nope"),
@@ -81,6 +85,7 @@ CONFIG_COMMANDS = [
     "rlvr train",
     "incontext train",
     "meta train",
+    "tokenizer train",
 ]
 CASES += [(f"{command} --config {name}", named) for command in CONFIG_COMMANDS for name, named in BAD_CONFIGS]
 #: Every option naming an output file or directory is checked before any work starts: /proc takes no new files.
@@ -96,6 +101,8 @@ CASES += [
     ("rlvr bench --out /proc/rolloutlab-x", "cannot write /proc/rolloutlab-x"),
     ("incontext train --runs-root /proc/rolloutlab-x", "cannot write /proc/rolloutlab-x"),
     ("incontext train --run-dir /proc/rolloutlab-x", "cannot write /proc/rolloutlab-x"),
+    ("tokenizer train --runs-root /proc/rolloutlab-x", "cannot write /proc/rolloutlab-x"),
+    ("tokenizer train --run-dir /proc/rolloutlab-x", "cannot write /proc/rolloutlab-x"),
     ("wordle bench --json /proc/rolloutlab-x.json", "cannot write /proc/rolloutlab-x.json"),
     ("wordle bench --json folder.yaml", "is a directory, not a file"),
     ("rlvr sft --out list.yaml/sft.pt", "list.yaml is not a directory"),

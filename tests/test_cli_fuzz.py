@@ -38,11 +38,13 @@ POISON: dict[str, list[str]] = {
     "rlvr bench": ["--out", "/proc/rolloutlab-fuzz"],
     "incontext train": ["--steps", "0"],
     "incontext eval": ["--tasks", "0"],
+    "tokenizer train": ["--steps", "0"],
+    "tokenizer eval": ["--images", "0"],
 }
 LEFT_OUT = {"wordle cache info", "wordle cache clear"}
 #: The commands that read a YAML preset with ``--config``: a malformed preset alone must be refused up front.
 CONFIG_COMMANDS = ["mbrl train", "mbrl train --algo dyna", "mbrl train --algo pets", "meta train", "rlvr sft"]
-CONFIG_COMMANDS += ["rlvr train", "incontext train"]
+CONFIG_COMMANDS += ["rlvr train", "incontext train", "tokenizer train"]
 #: Options that name a file or folder to read or write.
 PATH_OPTIONS = {"--out", "--config", "--resume", "--checkpoint", "--run-dir", "--runs-root", "--json", "--lists"}
 #: Resuming ignores ``--config``; the poison of the preset test must be the only way in.

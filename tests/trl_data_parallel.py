@@ -2,7 +2,7 @@
 
 Imported by ``tests/rlvr/test_rlvr_trl_data_parallel.py`` (the 1-process runs, in the test's process) and launched by
 it as a script under ``python -m torch.distributed.run --nproc_per_node 2`` (gloo on CPU); each rank saves
-``<allocator>.rank<R>.pt`` for every allocator of :data:`ALLOCATORS` in the output folder given as the only argument.
+``<run>.rank<R>.pt`` for every run of :data:`RUNS` in the output folder given as the only argument.
 
 Sampling is made independent of how rows are spread over ranks: every row is generated alone, seeded with its place in
 the step's global request (prompt, which of that prompt's responses, stage call, step). The model, the reward and
@@ -37,8 +37,15 @@ G = 2
 PROMPTS = 4
 #: Steps; the dataset holds 2 * PROMPTS prompts, so every prompt comes back (AR3PO's reuse pool gets used).
 STEPS = 4
-#: AR3PO (stages, response reuse) and DAPO (dropped groups, refill from the training set).
-ALLOCATORS = ("ar3po:1,3", "dapo:2,2")
+#: Runs: AR3PO (stages, response reuse; a row budget above its largest step, so nothing is cut), DAPO (dropped groups,
+#: refill from the training set), and AR3PO under a global row budget of 6 rows with one generation sliced into
+#: ``steps_per_generation=2`` micro-batches (the budget per process is 6 / processes).
+RUNS: dict[str, dict[str, Any]] = {
+    "ar3po": {"allocator": "ar3po:1,3", "global_row_budget": 64},
+    "dapo": {"allocator": "dapo:2,2"},
+    "ar3po_budget_sliced": {"allocator": "ar3po:1,3", "global_row_budget": 6, "steps_per_generation": 2},
+}
+ALLOCATORS = tuple(RUNS)
 
 
 class RowSeededTrainer(AllocatingGRPOTrainer):
@@ -63,14 +70,13 @@ class RowSeededTrainer(AllocatingGRPOTrainer):
             self._local_rows = tuple(rows[i] for i in local)
         super()._sample_stage(groups, counts, stage)
 
-    def _generate_single_turn(
-        self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, *a: Any
-    ) -> tuple[list[list[int]], None]:
+    def _generate_single_turn(self, prompt_ids: Any, *a: Any, **kw: Any) -> tuple[list[list[int]], None]:
+        # The arguments after prompt_ids differ between TRL releases (num_generations since 1.14): passed on as given.
         assert len(prompt_ids) == len(self._local_rows)
         completions: list[list[int]] = []
         for ids, row in zip(prompt_ids, self._local_rows, strict=True):
             torch.manual_seed(zlib.crc32(repr(row).encode()))
-            out, _ = super()._generate_single_turn([ids], images, multimodal_fields, num_generations, *a)
+            out, _ = super()._generate_single_turn([ids], *a, **kw)
             completions += out
         return completions, None
 
@@ -94,6 +100,7 @@ class Record(TrainerCallback):
                 "refill_rounds": trainer.last_step["refill_rounds"],
                 "rank_rows": list(trainer.last_batch["rank_rows"]),
                 "stage_padding": trainer._stage_padding,
+                "rows_cut": trainer._clock.rows_cut,
             }
         )
 
@@ -113,13 +120,20 @@ def initial_parameters() -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in _model().state_dict().items()}
 
 
-def run(out_dir: Path, processes: int, allocator: str) -> dict[str, Any]:
-    """Train :data:`STEPS` steps on a global batch of :data:`PROMPTS` prompts split over ``processes`` ranks."""
+def run(out_dir: Path, processes: int, name: str) -> dict[str, Any]:
+    """Train :data:`STEPS` steps of the run ``name`` (:data:`RUNS`) on a global batch of :data:`PROMPTS` prompts
+    split over ``processes`` ranks."""
+    settings = RUNS[name]
+    slices = int(settings.get("steps_per_generation", 1))
+    budget = settings.get("global_row_budget")
     tasks = make_prompt_set(2 * PROMPTS, np.random.default_rng(0), difficulties=[1])
     dataset = Dataset.from_dict({"prompt": [t.prompt for t in tasks], "answer": [t.answer for t in tasks]})
     config = GRPOConfig(
         output_dir=str(out_dir / "trl"),
-        per_device_train_batch_size=PROMPTS * G // processes,
+        # One generation of PROMPTS * G rows globally, cut into `slices` micro-batches of one optimizer step.
+        per_device_train_batch_size=PROMPTS * G // processes // slices,
+        gradient_accumulation_steps=slices,
+        steps_per_generation=slices,
         num_generations=G,
         max_completion_length=6,
         max_steps=STEPS,
@@ -140,7 +154,8 @@ def run(out_dir: Path, processes: int, allocator: str) -> dict[str, Any]:
         args=config,
         train_dataset=dataset,
         processing_class=CharTokenizer(),
-        allocator=make_allocator(allocator),
+        allocator=make_allocator(settings["allocator"]),
+        max_rows_per_step=None if budget is None else int(budget) // processes,
         callbacks=[record],
     )
     record.trainer = trainer

@@ -8,7 +8,14 @@ Two families, each with a difficulty knob (the number of digits, 1-6):
 * ``mul``: reversed-digit multiplication of a d-digit number by a single digit, also least-significant digit first.
 
 A third family, ``calc`` (:mod:`envs.reasoning.tooluse`), is tool use: multi-step ``+ - *`` expressions that the model
-may solve with calculator calls ``<calc>EXPR</calc>`` (the environment inserts the result) and a scratchpad.
+may solve with calculator calls ``<calc>EXPR</calc>`` (the environment inserts the result) and a scratchpad;
+:func:`envs.reasoning.tooluse.needs_tool` labels the prompts that need the calculator and those that do not.
+
+Three more families give each kind of RLVR method room to act: ``scratch`` (:mod:`envs.reasoning.scratchpad`, addition
+with an optional carry scratchpad and token budgets in the prompt), ``countdown`` (:mod:`envs.reasoning.countdown`,
+reach a target from given numbers; any valid derivation scores, most tasks have many) and ``carry``
+(:mod:`envs.reasoning.carry`, multi-operand sums answered directly or step by step). :mod:`envs.reasoning.registry`
+holds one entry per family (prompt sets, verifier, reference completion, alphabet, difficulty range).
 
 Everything here is plain Python plus numpy; no other rolloutlab package is imported.
 """

@@ -22,6 +22,10 @@ supervised warm-start examples (``Task`` objects whose ``answer`` is the whole t
 step or a scratchpad) and sets the largest operand per difficulty (``operand_limits``: e.g. single digits on
 one-operation tasks, which a small model can answer directly, and up to 99 on the longer ones).
 
+:func:`needs_tool` labels a task by construction (only one operation on single digits needs no calculator);
+:func:`make_tool_mix_set` mixes such tasks with ones that need it, and :func:`make_tool_mix_sft_set` writes warm-start
+traces that call the calculator on a share of the tasks that do not need it.
+
 Plain Python plus numpy; no other rolloutlab package is imported.
 """
 
@@ -323,3 +327,75 @@ def make_sft_set(
         Task(t.prompt, trace(t, TRACE_STYLES[int(s)]), t.family, t.difficulty)
         for t, s in zip(tasks, styles, strict=True)
     ]
+
+
+#: Largest operand of a task that needs no calculator (:func:`needs_tool`).
+NO_TOOL_MAX_OPERAND = 9
+
+
+def needs_tool(task: Task) -> bool:
+    """Whether a calc ``task`` needs the calculator, by construction: every task except a single operation on two
+    single-digit operands (``"7*8="``, one arithmetic fact a small model answers directly) does.
+
+    Raises:
+        ValueError: A task of another family.
+    """
+    if task.family != CALC_FAMILY:
+        raise ValueError(f"needs_tool() needs a {CALC_FAMILY!r} task, got family {task.family!r}")
+    toks = _tokens(task.prompt.removesuffix("="))
+    return len(toks) != 3 or max(abs(int(toks[0])), int(toks[2])) > NO_TOOL_MAX_OPERAND
+
+
+def make_tool_mix_set(
+    n: int,
+    rng: np.random.Generator,
+    no_tool_share: float = 0.5,
+    operations: Sequence[int] = (1, 2, 3),
+    max_operand: int = DEFAULT_MAX_OPERAND,
+) -> list[Task]:
+    """``n`` calc tasks, a share ``no_tool_share`` of them needing no calculator (one operation on single digits,
+    :func:`needs_tool` false) and the rest needing it (``operations`` drawn per task, operands from 10 up to
+    ``max_operand``, so :func:`needs_tool` is true). ``Task.difficulty`` is the number of operations, as in the family.
+
+    Raises:
+        ValueError: ``no_tool_share`` outside ``[0, 1]`` or ``max_operand`` below 10.
+    """
+    if not 0.0 <= no_tool_share <= 1.0:
+        raise ValueError(f"no_tool_share must be in [0, 1], got {no_tool_share}")
+    if not 10 <= max_operand <= 999:
+        raise ValueError(f"max_operand of tool-needed tasks must be in 10..999, got {max_operand}")
+    out = []
+    for _ in range(n):
+        if rng.random() < no_tool_share:
+            out.append(make_calc_task(1, rng, NO_TOOL_MAX_OPERAND))
+            continue
+        ops = int(operations[int(rng.integers(len(operations)))])
+        operands = [int(x) for x in rng.integers(10, max_operand + 1, size=ops + 1)]
+        signs = [str(o) for o in rng.choice(list("+-*"), size=ops)]
+        expr = str(operands[0]) + "".join(f"{o}{x}" for o, x in zip(signs, operands[1:], strict=True))
+        out.append(Task(f"{expr}=", str(calculate(expr)), CALC_FAMILY, ops))
+    return out
+
+
+def make_tool_mix_sft_set(
+    n: int,
+    rng: np.random.Generator,
+    no_tool_share: float = 0.5,
+    overuse: float = 0.6,
+    operations: Sequence[int] = (1, 2, 3),
+    max_operand: int = DEFAULT_MAX_OPERAND,
+) -> list[Task]:
+    """Warm-start examples over :func:`make_tool_mix_set`: a tool-needed task gets the one-call-per-step ``tool``
+    trace; a no-tool task gets it too with probability ``overuse`` (a calculator call where none is needed, the habit
+    ARPO's fewer-calls headline removes), else the ``direct`` answer.
+
+    Raises:
+        ValueError: ``overuse`` outside ``[0, 1]`` (and :func:`make_tool_mix_set`'s errors).
+    """
+    if not 0.0 <= overuse <= 1.0:
+        raise ValueError(f"overuse must be in [0, 1], got {overuse}")
+    out = []
+    for task in make_tool_mix_set(n, rng, no_tool_share, operations, max_operand):
+        style = "tool" if needs_tool(task) or rng.random() < overuse else "direct"
+        out.append(Task(task.prompt, trace(task, style), task.family, task.difficulty))
+    return out

@@ -32,8 +32,9 @@ from rolloutlab.checkpoint import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: pytest's closing line, e.g. ``==== 867 passed, 3 skipped, 2 warnings in 812.31s (0:13:32) ====``.
-_SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in (?P<s>[\d.]+)s")
+#: pytest's closing line, e.g. ``==== 867 passed, 3 skipped, 2 warnings in 812.31s (0:13:32) ====`` (without the
+#: ``=`` rules under ``-q``).
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in (?P<s>[\d.]+)s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)")
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import sys
 import time
 from collections.abc import Sequence
@@ -42,7 +43,15 @@ import numpy as np
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from experiments.meta.headroom import ENV_ID, FIXED_KS, Settings, learner_config, wrong_model
+from experiments.meta.headroom import (
+    ENV_ID,
+    FIXED_KS,
+    Settings,
+    cross_fitted_oracle,
+    learner_config,
+    protocol,
+    wrong_model,
+)
 from experiments.sweep import Record, Unit, run_sweep
 from rolloutlab.checkpoint import atomic_write_json
 
@@ -92,6 +101,8 @@ class Args:
     test_seed: int = 1
     """base seed of the test runs (run i: test_seed * 10_000 + i); differs from the gate's"""
     bootstrap_reps: int = 2_000
+    headroom_bins: int = 5
+    """equal-width offset bins of the test range for the headroom measured on the test runs themselves"""
     out_dir: str = str(RESULTS / "model_error")
     """where the training summaries and test units are saved"""
     out: str = str(RESULTS / "summary.json")
@@ -144,7 +155,7 @@ def meta_env_config(args: Args, action_set: str) -> Any:
         reward_scale=args.reward_scale,
         j_initial=args.j_initial,
         final_eval_episodes=args.final_eval_episodes,
-        compute_matched=True,
+        compute_matched=args.inner.compute_matched,
         dyna=inner,
     )
 
@@ -212,7 +223,7 @@ def _portable(spec: str) -> str:
 def test_protocol(args: Args) -> dict[str, Any]:
     """What must match for a saved test unit to be reused."""
     return {
-        "inner": {k: v for k, v in dataclasses.asdict(args.inner).items() if k not in ("arms", "bins", "parameter")},
+        "inner": {k: v for k, v in protocol(args.inner).items() if k not in ("arms", "bins", "parameter")},
         "arms": {name: _portable(spec) for name, spec in arm_specs(args).items()},
         "test_error": args.test_error,
         "seeds_per_unit": args.seeds_per_unit,
@@ -251,7 +262,7 @@ def run_test_unit(args: Args, unit: Unit) -> Record:
         learner_config(settings),
         seed=args.test_seed,
         run_seeds=seeds,
-        compute_matched=[True] * len(seeds),
+        compute_matched=[args.inner.compute_matched] * len(seeds),
         models=[wrong_model(nominal, "angle_offset", d) for _ in arms for d in deltas],
     )
     driver = RolloutLengthDriver(controllers, k_cap=learner.cfg.k_cap)
@@ -340,6 +351,19 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
                 "share_k0_second_half": float((rows[:, half:] == 0).mean()) if len(rows) else None,
                 "share_k32_second_half": float((rows[:, half:] == 32).mean()) if len(rows) else None,
             }
+    # The room a controller reading the offset had on these very runs: each offset bin's best schedule (picked on the
+    # other half of the bin's runs) against the best single schedule.
+    test_lo, test_hi = parse_range(args.test_error)
+    edges = np.linspace(test_lo, test_hi, args.headroom_bins + 1)
+    which = np.clip(np.searchsorted(edges, deltas, side="right") - 1, 0, args.headroom_bins - 1)
+    by_bin = [{arm: scores[arm][which == b] for arm in schedules} for b in range(args.headroom_bins)]
+    room = cross_fitted_oracle(
+        [sc for sc in by_bin if len(sc[best_schedule])],
+        schedules,
+        best_schedule,
+        seed=args.test_seed,
+        reps=args.bootstrap_reps,
+    )
     lo, hi = parse_range(args.train_error)
     outside = np.array([not lo <= d <= hi for d in deltas])
     return {
@@ -359,6 +383,19 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         "probability_of_improvement": comparisons,
         "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
         "schedules_by_offset": schedules_by_offset,
+        "headroom_on_test": {
+            "bins": [[round(float(a), 6), round(float(b), 6)] for a, b in itertools.pairwise(edges)],
+            "best_schedule_by_bin": [
+                max(schedules, key=lambda arm: float(np.mean(sc[arm]))) if len(sc[best_schedule]) else None
+                for sc in by_bin
+            ],
+            "runs_by_bin": [len(sc[best_schedule]) for sc in by_bin],
+            "oracle_minus_best_schedule_cross_fitted": {
+                "mean_diff": room.value,
+                "se": room.standard_error,
+                "ci95": [room.low, room.high],
+            },
+        },
         "best_schedule_estimates": {
             name: {"value": e.value, "ci95": [e.low, e.high]} for name, e in estimates[best_schedule].items()
         },

@@ -13,6 +13,8 @@ Each kind of controller fixes what its decision is:
   int ``>= 0`` per prompt of the step;
 * the RLVR token-level and guidance controllers (:mod:`meta.rlvr.token`, :mod:`meta.rlvr.guidance`) act inside a
   group's sampling through their own calls; ``decide`` reports their current setting.
+* a tokenizer halting controller (:class:`meta.tokenizer.halting.HaltingController`) returns ``True`` to stop
+  after the current recurrent iteration of one image (its code is the latent tokens so far), ``False`` to add more.
 
 This module imports the standard library only.
 """

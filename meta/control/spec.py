@@ -2,9 +2,10 @@
 
 Every controller a command-line option or a config file names is written as a *spec*: a name, optionally a colon
 and comma-separated arguments, e.g. ``fixed:5`` (a rollout-length controller), ``uniform:8`` (an RLVR allocator),
-``hapo:0.2,1`` (a token-level controller), ``hbpo:0.05,4,6`` (a guidance controller) or ``dart:1,4,8,2`` (a DART
-trainer configuration). :func:`parse_spec` reads the grammar, :meth:`Spec.numbers` is the one parser of numeric
-arguments, and :data:`SPECS` is the one table from a spec name to its kind and its factory.
+``hapo:0.2,1`` (a token-level controller), ``hbpo:0.05,4,6`` (a guidance controller), ``dart:1,4,8,2`` (a DART
+trainer configuration), ``rollout_guided:0.2,0.1`` (a tool-use arm) or ``halt_error:0.01,8`` (a tokenizer halting
+controller). :func:`parse_spec` reads the grammar, :meth:`Spec.numbers` is the one parser of numeric arguments, and
+:data:`SPECS` is the one table from a spec name to its kind and its factory.
 
 The kinds share one name space, so a name given to the builder of another kind is refused when it is parsed, with
 the function that builds it (``make_controller("uniform:8")``: 'uniform' is an RLVR allocator spec, built by
@@ -55,9 +56,19 @@ TOKEN_CONTROLLER = SpecKind(
 )
 GUIDANCE = SpecKind("rlvr-guidance", "RLVR guidance", "an", "guidance controller", "meta.rlvr.guidance.make_guidance")
 DART = SpecKind("rlvr-dart", "DART trainer", "a", "DART", "meta.rlvr.trainers.dart.make_dart_config")
+TOOL_ARM = SpecKind("rlvr-tool-arm", "tool-use arm", "a", "tool arm", "meta.rlvr.vision.arms.make_tool_arm")
+HALTING = SpecKind(
+    "tokenizer-halting",
+    "tokenizer halting controller",
+    "a",
+    "halting controller",
+    "meta.tokenizer.halting.make_halting",
+)
 
 #: Every kind, by key.
-KINDS: dict[str, SpecKind] = {kind.key: kind for kind in (ROLLOUT_LENGTH, ALLOCATOR, TOKEN_CONTROLLER, GUIDANCE, DART)}
+KINDS: dict[str, SpecKind] = {
+    kind.key: kind for kind in (ROLLOUT_LENGTH, ALLOCATOR, TOKEN_CONTROLLER, GUIDANCE, DART, TOOL_ARM, HALTING)
+}
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,8 @@ _ROLLOUT = "meta.control.rollout_length"
 _ALLOCATORS = "meta.rlvr.allocators.specs"
 _TOKEN = "meta.rlvr.token.specs"
 _GUIDANCE = "meta.rlvr.guidance.specs"
+_ARMS = "meta.rlvr.vision.arms"
+_HALTING = "meta.tokenizer.halting"
 
 #: The one registry: spec name -> kind and factory. Names are unique across kinds.
 SPECS: dict[str, SpecEntry] = {
@@ -187,6 +200,16 @@ SPECS: dict[str, SpecEntry] = {
     # DART trainer configurations (meta.rlvr.trainers.dart; torch)
     "dart": SpecEntry(DART, "meta.rlvr.trainers.dart:dart_config_from_spec"),
     "dart_sync": SpecEntry(DART, "meta.rlvr.trainers.dart:dart_config_from_spec"),
+    # tool-use arms of adaptive pixel reasoning (meta.rlvr.vision.arms)
+    "always_zoom": SpecEntry(TOOL_ARM, f"{_ARMS}:arm_from_spec"),
+    "never_zoom": SpecEntry(TOOL_ARM, f"{_ARMS}:arm_from_spec"),
+    "free_zoom": SpecEntry(TOOL_ARM, f"{_ARMS}:arm_from_spec"),
+    "zoom_penalty": SpecEntry(TOOL_ARM, f"{_ARMS}:arm_from_spec"),
+    "rollout_guided": SpecEntry(TOOL_ARM, f"{_ARMS}:arm_from_spec"),
+    # halting controllers of the adaptive-length tokenizer (meta.tokenizer.halting)
+    "halt_fixed": SpecEntry(HALTING, f"{_HALTING}:fixed_from_spec"),
+    "halt_error": SpecEntry(HALTING, f"{_HALTING}:error_from_spec"),
+    "halt_learned": SpecEntry(HALTING, f"{_HALTING}:learned_from_spec"),
 }
 
 

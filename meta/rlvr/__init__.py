@@ -9,7 +9,8 @@ Rooms:
 * :mod:`meta.rlvr.trainers` — the compact GRPO trainer, DART, DARS-B, SFT and the run driver (torch);
 * :mod:`meta.rlvr.lm` — the character-level model, its vocabulary and a transformers tokenizer (torch);
 * :mod:`meta.rlvr.meta_mdp` and :mod:`meta.rlvr.learned` — the group-size meta-MDP and its trained policy;
-* :mod:`meta.rlvr.trl` — :class:`AllocatingGRPOTrainer`, the allocators inside TRL's ``GRPOTrainer``.
+* :mod:`meta.rlvr.trl` — :class:`AllocatingGRPOTrainer`, the allocators inside TRL's ``GRPOTrainer``, switched on by
+  :class:`AdaptiveRolloutConfig` (``meta.rlvr.trl_config``).
 
 Importing this package needs numpy only (no torch, transformers or TRL): the allocators, statistics and controllers
 can be dropped into any LLM training loop. The guidance controllers (which read the reasoning environments) and the
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from meta.rlvr.trainers.grpo_config import GRPOConfig
     from meta.rlvr.trainers.run import GRPORun, GRPORunConfig
     from meta.rlvr.trl import AllocatingGRPOTrainer
+    from meta.rlvr.trl_config import AdaptiveRolloutConfig
 
 # The guidance room reads envs.reasoning (HBPO's budget prompt), which registers gymnasium environments; the trainers,
 # the meta-MDP and the TRL adapter import torch / transformers / TRL.
@@ -74,6 +76,7 @@ _HOMES = {
     "HBPO": "meta.rlvr.guidance",
     "SEELE": "meta.rlvr.guidance",
     "make_guidance": "meta.rlvr.guidance",
+    "AdaptiveRolloutConfig": "meta.rlvr.trl_config",
     "AllocatingGRPOTrainer": "meta.rlvr.trl",
     "DARTConfig": "meta.rlvr.trainers.dart",
     "DARTTrainer": "meta.rlvr.trainers.dart",
@@ -99,6 +102,7 @@ __all__ = [
     "HBPO",
     "SEELE",
     "AdaptiveLengthPenalty",
+    "AdaptiveRolloutConfig",
     "AllocatingGRPOTrainer",
     "Allocator",
     "BalancedClip",

@@ -324,7 +324,8 @@ class GroupSizeCallback(TokenBudgetCallback):
 
         Raises:
             TypeError: not an ``AllocatingGRPOTrainer`` or not a plain ``Uniform`` allocator.
-            ValueError: gradient accumulation or several iterations per generation.
+            ValueError: gradient accumulation, several iterations per generation, or a row budget
+                (``max_rows_per_step``) smaller than the prompts per step times the policy's largest G.
         """
         super().check(trainer)
         allocator = getattr(trainer, "allocator", None)
@@ -340,6 +341,15 @@ class GroupSizeCallback(TokenBudgetCallback):
             raise ValueError(
                 "GroupSizeCallback reads one generated batch per optimizer step (the meta-policy's training regime): "
                 f"set gradient_accumulation_steps=1 and num_iterations=1, got {accumulation} and {iterations}"
+            )
+        # The adapter cuts a step to max_rows_per_step rows; the policy's largest G must fit, or its choice is cut.
+        prompts = int(trainer.args.per_device_train_batch_size) // int(trainer.num_generations)
+        needed = prompts * max(self.controller.config.grid)
+        rows = int(getattr(trainer, "max_rows_per_step", needed))
+        if rows < needed:
+            raise ValueError(
+                f"GroupSizeCallback may set G up to {max(self.controller.config.grid)} for {prompts} prompts per step: "
+                f"build the trainer with max_rows_per_step={needed} (got max_rows_per_step={rows})"
             )
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -1,4 +1,8 @@
-"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL 1.16).
+"""rolloutlab's adaptive-rollout allocators inside TRL's ``GRPOTrainer`` (TRL >=1.11,<1.17).
+
+The documented path is a config: :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig` (``GRPOConfig`` plus
+``allocator``, ``correctness_reward``, ``reuse_capacity``, ``max_rows_per_step``) passed as ``args`` to
+:class:`AllocatingGRPOTrainer`.
 
 TRL's data loader hands each training step ``B`` prompts, each repeated ``num_generations`` (``G``) times.
 :class:`AllocatingGRPOTrainer` replaces TRL's "sample ``G`` per prompt" with rolloutlab's staged protocol
@@ -6,8 +10,10 @@ TRL's data loader hands each training step ``B`` prompts, each repeated ``num_ge
 
 1. the allocator sets each prompt's first-stage count, then after each stage how many more it gets given the
    correctness rewards seen so far this step (AR3PO, DARS); counts may exceed ``G``;
-2. every stage samples only the responses asked for, through TRL's own generation path (``_generate``), and scores
-   them with TRL's reward functions (``_calculate_rewards``);
+2. every stage samples only the responses asked for, through TRL's own generation path, and scores them with TRL's
+   reward functions (the private TRL names the adapter uses are all in :mod:`meta.rlvr.trl_internals`); a step's
+   rows never exceed ``per_device_train_batch_size`` (the allocator's requests are cut to it, largest counts first)
+   unless ``max_rows_per_step`` opts into more;
 3. AR3PO response reuse injects a stored correct response into an all-wrong group; the allocator's ``keep`` drops
    groups (DAPO's zero-variance filter) and DAPO's ``refill`` draws fresh prompts from the training set;
 4. the training batch holds only the kept groups' real rows, with GRPO advantages computed per group of any size
@@ -20,18 +26,24 @@ reward named by ``correctness_reward`` (default: the first one); advantages use 
 A :class:`~meta.rlvr.allocators.staging.CostLedger` (:attr:`AllocatingGRPOTrainer.ledger`) counts generated responses
 and tokens, prompt tokens read, rows and tokens trained, reuse and drops; it is logged as ``ledger/*`` (cumulative) and
 ``ledger/step_*`` (per step). TRL's own ``num_tokens`` and ``completions/*`` metrics count the generated rows only.
+Per-prompt reward, stage count and latency, and real throughput are logged beside TRL's metrics
+(:mod:`meta.rlvr.trl_metrics`).
 
 :func:`set_temperature` changes the temperature of both sampling and the log-probabilities of the loss (TRL fixes the
 latter in a fused LM head at construction); :class:`TemperatureCallback` drives it from E3's entropy controller and
 works from ``callbacks=[...]``. vLLM generation (server and colocate) goes through TRL's own backend, with TRL's
-importance-sampling correction kept in the batch (:mod:`meta.rlvr.trl_vllm`; the vLLM settings it cannot honour are
-refused before the backend starts). Refused with the reason: tools/environments, custom ``rollout_func``,
-``steps_per_generation != 1``, ``normalize_then_sum``, a KL term without a reference model, a batch that is not whole
-groups.
+importance-sampling correction kept in the batch (:mod:`meta.rlvr.trl_vllm`). Refused with the user's setting named,
+before the parent constructor loads a model or starts a backend (:mod:`meta.rlvr.trl_limits`,
+:func:`meta.rlvr.trl_vllm.vllm_refusals`): ``generation_kwargs`` with ``n``, ``best_of`` or ``seed`` under vLLM,
+tools/environments, a custom ``rollout_func``, ``steps_per_generation > 1`` with a loss other than ``dapo`` /
+``cispo`` (gradient accumulation works with ``steps_per_generation=1`` for every loss), ``normalize_then_sum``, a KL
+term with PEFT, a uniform G other than ``num_generations``; after it: a batch that is not whole groups.
 
 Several processes (``torchrun`` / ``accelerate launch``, data parallel) run one global allocation: every rank holds the
 whole step, generates a balanced share of each stage's rows and trains on a balanced share of the kept rows
-(:mod:`meta.rlvr.trl_distributed`).
+(:mod:`meta.rlvr.trl_distributed`). The row budget is then global: ``max_rows_per_step`` (or the batch the user set) is
+per process, and a step's global rows stay within it times the number of processes, so every rank takes the same
+decisions.
 """
 
 from __future__ import annotations
@@ -40,19 +52,14 @@ import inspect
 import json
 import os
 import tempfile
-import types
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-import trl
-from packaging.version import Version
 from transformers import TrainerCallback
-from trl import GRPOTrainer
-from trl.data_utils import is_conversational
-from trl.trainer.utils import add_fused_lm_head, nanstd, pad
 
 from meta.rlvr.allocators import Allocator, is_mixed
 from meta.rlvr.allocators.reuse import ResponseBuffer
@@ -60,18 +67,46 @@ from meta.rlvr.allocators.staging import CostLedger, reuse_or_store, run_stages
 from meta.rlvr.allocators.stats import StatsTable
 from meta.rlvr.token.length_penalty import AdaptiveLengthPenalty
 from meta.rlvr.token.temperature import EntropyTemperature
+from meta.rlvr.trl_config import AdaptiveRolloutConfig, resolve_rollout_settings
 from meta.rlvr.trl_distributed import generate_and_score, global_rows, rank_rows
+from meta.rlvr.trl_internals import (
+    GRPOTrainer,
+    calculate_rewards,
+    completion_end_ids,
+    is_conversational,
+    nanstd,
+    pad,
+    pad_to_slices,
+    set_loss_temperature,
+)
+from meta.rlvr.trl_limits import (
+    SUPPORTED_TRL,
+    check_group_size,
+    check_trl_version,
+    config_refusals,
+    fit_to_budget,
+    groups_within_budget,
+    row_budget,
+)
+from meta.rlvr.trl_metrics import SessionCount, StepClock, per_prompt_mean
 from meta.rlvr.trl_vllm import (
-    check_vllm_settings,
     importance_sampling_ratio,
     sampling_logps_rows,
     set_sampling_temperature,
+    vllm_refusals,
 )
 from rolloutlab.run_state import generator_state, set_generator_state
 
-#: The TRL releases the adapter is tested with (pyproject's ``llm`` extra pins the same range): it overrides private
-#: ``GRPOTrainer`` methods, which TRL may change in any minor release.
-SUPPORTED_TRL = (Version("1.16"), Version("1.17"))
+__all__ = [
+    "STATE_FILE",
+    "SUPPORTED_TRL",
+    "AdaptiveRolloutConfig",
+    "AllocatingGRPOTrainer",
+    "TemperatureCallback",
+    "check_trl_version",
+    "set_temperature",
+]
+
 #: File the adapter's own state is saved to inside each TRL checkpoint directory.
 STATE_FILE = "rolloutlab_rlvr_state.json"
 #: The generation metrics TRL appends once per ``_generate`` call; the adapter pools them over a step's stages.
@@ -86,23 +121,6 @@ _GENERATION_METRICS = (
 )
 
 
-def check_trl_version(version: str) -> None:
-    """Refuse a TRL outside :data:`SUPPORTED_TRL` (``[low, high)``) with the reason and the range.
-
-    Raises:
-        ImportError: ``version`` is outside the range.
-    """
-    low, high = SUPPORTED_TRL
-    if not low <= Version(version) < high:
-        raise ImportError(
-            f"meta.rlvr.trl supports TRL >={low},<{high} (it overrides private GRPOTrainer methods, tested on those "
-            f"releases); found trl {version}. Install the tested range: pip install 'trl>={low},<{high}'"
-        )
-
-
-check_trl_version(trl.__version__)
-
-
 def _default_key(row: dict[str, Any]) -> str:
     return str(row["prompt"])
 
@@ -110,9 +128,10 @@ def _default_key(row: dict[str, Any]) -> str:
 def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
     """Set the temperature TRL samples with *and* divides the logits by in the loss's log-probabilities.
 
-    TRL 1.16 builds a fused LM head at construction with the temperature of that moment baked in; setting
-    ``trainer.temperature`` alone changes sampling but leaves the loss at the old temperature. This re-patches the
-    policy's (and the reference model's) fused head from the model class's own ``forward``.
+    From TRL 1.15 on, ``GRPOTrainer`` builds a fused LM head at construction with the temperature of that moment baked
+    in; setting ``trainer.temperature`` alone changes sampling but leaves the loss at the old temperature. This
+    re-patches the policy's (and the reference model's) fused head
+    (:func:`~meta.rlvr.trl_internals.set_loss_temperature`).
 
     Raises:
         ValueError: ``temperature <= 0``.
@@ -127,15 +146,9 @@ def set_temperature(trainer: GRPOTrainer, temperature: float) -> None:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "get_base_model"):
         model = model.get_base_model()
-    _repatch(model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs", "entropy"))
+    set_loss_temperature(model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs", "entropy"))
     if trainer.ref_model is not None:
-        _repatch(trainer.ref_model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs",))
-
-
-def _repatch(model: torch.nn.Module, temperature: float, fp32: bool, outputs: tuple[str, ...]) -> None:
-    # Restore the class's forward first so the new head does not wrap the old one.
-    model.forward = types.MethodType(type(model).forward, model)  # type: ignore[method-assign]
-    add_fused_lm_head(model, temperature=temperature, cast_lm_head_to_fp32=fp32, outputs=outputs)  # type: ignore[arg-type]
+        set_loss_temperature(trainer.ref_model, float(temperature), config.cast_lm_head_to_fp32, ("log_probs",))
 
 
 @dataclass
@@ -165,7 +178,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
 
     Args:
         *args: Passed to ``GRPOTrainer``.
-        allocator: Decides the responses per prompt, stage by stage (:func:`meta.rlvr.allocators.make_allocator`).
+        allocator: Decides the responses per prompt, stage by stage (:func:`meta.rlvr.allocators.make_allocator`);
+            ``None``: built from ``args.allocator`` (an :class:`~meta.rlvr.trl_config.AdaptiveRolloutConfig`).
         stats: Per-prompt statistics (a fresh table if ``None``); updated with the correctness reward after every
             step.
         prompt_key: Maps a dataset row to the statistics / reuse key (default: the ``prompt`` field as a string).
@@ -173,11 +187,17 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             verifier's correctness; default: the first reward function.
         length_penalty: Optional ALP: the summed reward of each response is shaped with its group's own solve rate
             (Xiang et al. 2025, eq. 2) before advantages are computed.
-        reuse_capacity: Correct responses kept per prompt for reuse (allocators with ``reuse``, e.g. AR3PO).
+        reuse_capacity: Correct responses kept per prompt for reuse (allocators with ``reuse``, e.g. AR3PO); ``None``:
+            the config's, or 4.
+        max_rows_per_step: Opt-in ceiling on a step's rows (per stage call and trained) above
+            ``per_device_train_batch_size``; ``None``: the config's, or the batch the user set.
         **kwargs: Passed to ``GRPOTrainer``.
 
+    The rollout settings may come from the keyword arguments or from an ``AdaptiveRolloutConfig``, not both.
+
     Raises:
-        ValueError: an unsupported TRL setting (see the module docstring) or an unknown ``correctness_reward``.
+        ValueError: an unsupported TRL setting (see the module docstring), no allocator, a setting given twice, or an
+            unknown ``correctness_reward``.
 
     Attributes:
         ledger: Cumulative :class:`~meta.rlvr.allocators.staging.CostLedger`.
@@ -185,6 +205,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         last_batch: ``{"group_sizes", "reused", "advantages"}`` of the most recent training batch, and
             ``"rank_rows"``, the ``(start, stop)`` rows of it this process trained.
         last_step: The most recent step's ledger increase and group counts.
+        max_rows_per_step: The row budget of one process in a step (:func:`meta.rlvr.trl_limits.row_budget`).
+        step_row_budget: The row budget of the whole step, ``max_rows_per_step`` times the number of processes.
 
     With several processes every one of these covers the global batch and is the same on every process.
     """
@@ -192,27 +214,51 @@ class AllocatingGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        allocator: Allocator,
+        allocator: Allocator | None = None,
         stats: StatsTable | None = None,
         prompt_key: Callable[[dict[str, Any]], str] = _default_key,
         correctness_reward: str | None = None,
         length_penalty: AdaptiveLengthPenalty | None = None,
-        reuse_capacity: int = 4,
+        reuse_capacity: int | None = None,
+        max_rows_per_step: int | None = None,
         **kwargs: Any,
     ) -> None:
-        # vLLM settings the adapter cannot honour are refused before GRPOTrainer.__init__ starts the backend.
-        check_vllm_settings(
-            inspect.signature(GRPOTrainer.__init__).bind_partial(self, *args, **kwargs).arguments.get("args")
-        )
+        # Everything the config alone decides is checked before GRPOTrainer.__init__ loads a model or starts vLLM.
+        call = inspect.signature(GRPOTrainer.__init__).bind_partial(self, *args, **kwargs).arguments
+        config = call.get("args")
+        if config is None:
+            raise ValueError(
+                "AllocatingGRPOTrainer needs args: an AdaptiveRolloutConfig (or a GRPOConfig) with the batch it trains"
+            )
+        settings = resolve_rollout_settings(config, allocator, correctness_reward, reuse_capacity, max_rows_per_step)
+        allocator = settings.allocator
+        reasons = config_refusals(
+            config,
+            peft_config=call.get("peft_config"),
+            tools=call.get("tools"),
+            rollout_func=call.get("rollout_func"),
+            environment_factory=call.get("environment_factory"),
+            max_rows_per_step=settings.max_rows_per_step,
+        ) + vllm_refusals(config)
+        if reasons:
+            raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
+        check_group_size(allocator, config.num_generations)
         super().__init__(*args, **kwargs)
         self._refuse_unsupported()
         names = list(self.reward_func_names)
+        correctness_reward = settings.correctness_reward
         if correctness_reward is None:
             self.correctness_index = 0
         elif correctness_reward in names:
             self.correctness_index = names.index(correctness_reward)
         else:
             raise ValueError(f"correctness_reward {correctness_reward!r} is not one of the reward functions {names}")
+        reuse_capacity = settings.reuse_capacity
+        # Rows one stage call may generate and one step may train (max_rows_per_step, else the configured batch), per
+        # process. The allocation is global (meta.rlvr.trl_distributed), so its budget is the per-process one times the
+        # processes, applied to the global batch: every rank takes the same cuts.
+        self.max_rows_per_step = row_budget(config, settings.max_rows_per_step)
+        self.step_row_budget = self.max_rows_per_step * self.accelerator.num_processes
         self.allocator = allocator
         self.rlvr_stats = stats if stats is not None else StatsTable()
         self.prompt_key = prompt_key
@@ -229,27 +275,17 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._prompts_drawn = 0
         self._epochs_ended = 0
         self._stage_padding = 0
+        self._clock = StepClock()
+        self._session = SessionCount()
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, TemperatureCallback):
                 callback.trainer = self
 
     def _refuse_unsupported(self) -> None:
-        args: Any = self.args
+        """What only the built trainer shows (the config's settings were checked before it was built)."""
         reasons = []
-        if self.tools or self.environment_factories is not None:
-            reasons.append("tools / environments: the adapter generates single-turn completions only")
-        if self.rollout_func is not None:
-            reasons.append("a custom rollout_func: the adapter owns generation")
-        if args.steps_per_generation != 1:
-            reasons.append(
-                f"steps_per_generation={args.steps_per_generation}: TRL splits a generation batch into equal slices, "
-                "and the adapter's batches vary in size; use steps_per_generation=1 (raise per_device_train_batch_size "
-                "instead of accumulating)"
-            )
-        if self.multi_objective_aggregation != "sum_then_normalize":
-            reasons.append("multi_objective_aggregation other than 'sum_then_normalize'")
         if self.beta != 0.0 and self.ref_model is None:
-            reasons.append("a KL term (beta != 0) without a separate reference model (PEFT)")
+            reasons.append(f"beta={self.beta} without a separate reference model (a PEFT model): set beta=0.0")
         if reasons:
             raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
 
@@ -260,6 +296,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         # Every rank holds the whole step (meta.rlvr.trl_distributed): the same heads, stages and decisions.
         heads = self._group_heads(global_rows(self, inputs))
         before = self.ledger.as_dict()
+        self._clock = StepClock()
         marks = {k: len(self._metrics["train"][k]) for k in _GENERATION_METRICS}
         self._stage_padding = 0
         groups = self._rollout(heads)
@@ -277,6 +314,10 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             rounds += 1
         dropped += kept[len(heads) :]
         kept = kept[: len(heads)]
+        # Refill rounds can bring more rows than one round's budget; the trained batch keeps to it.
+        fits = groups_within_budget([len(g.completion_ids) for g in kept], self.step_row_budget)
+        dropped += kept[fits:]
+        kept = kept[:fits]
         for g in dropped:
             ids = g.generated_ids()
             self.ledger.dropped_responses += len(ids)
@@ -286,6 +327,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             # Nothing survived the filter: train on every generated row with zero advantage, a step that moves the
             # policy only through the KL term (if any), instead of a batch TRL cannot build.
             kept = [g for g in every if g.completion_ids]
+            kept = kept[: groups_within_budget([len(g.completion_ids) for g in kept], self.step_row_budget)]
             learn = False
             if not kept:
                 raise ValueError(
@@ -312,6 +354,9 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         metrics["rlvr/refill_rounds"].append(float(rounds))
         if self.accelerator.num_processes > 1:
             metrics["rlvr/stage_padding_rows"].append(float(self._stage_padding))
+        for key, seconds_or_count in self._clock.metrics().items():
+            metrics[key].append(seconds_or_count)
+        self._session.add(step)
         return output
 
     def _group_heads(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -339,7 +384,13 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         self._count_prompts(len(rows))
 
         def generate(counts: list[int], stage: int) -> None:
-            self._sample_stage(groups, counts, stage)
+            # The step's rows stay within the budget the user configured (max_rows_per_step opts into more).
+            fitted = fit_to_budget(counts, self.step_row_budget - sum(len(g.completion_ids) for g in groups))
+            self._clock.rows_cut += sum(counts) - sum(fitted)
+            start = time.perf_counter()
+            self._sample_stage(groups, fitted, stage)
+            if sum(fitted):
+                self._clock.stage_seconds.append(time.perf_counter() - start)
 
         run_stages(
             self.allocator, [g.key for g in groups], self.rlvr_stats, generate, lambda: [g.correct for g in groups]
@@ -352,7 +403,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if self.response_buffer is not None:
             for g in groups:
                 stored = reuse_or_store(self.response_buffer, g.key, g.generated_ids(), g.generated_correct())
-                if stored is not None:
+                if stored is not None and sum(len(h.completion_ids) for h in groups) < self.step_row_budget:
                     self._inject(g, stored.tokens, stored.reward)
         return groups
 
@@ -398,8 +449,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         """AR3PO reuse: score the stored response with every reward function, keep its stored correctness."""
         text = self.processing_class.batch_decode([tokens], skip_special_tokens=True)[0]  # type: ignore[union-attr]
         completion: Any = [{"role": "assistant", "content": text}] if is_conversational(g.row) else text
-        rewards = self._calculate_rewards([dict(g.row)], [g.row["prompt"]], [completion], [tokens])
-        row = rewards.detach().cpu().tolist()[0]
+        row = calculate_rewards(self, [dict(g.row)], [g.row["prompt"]], [completion], [list(tokens)])[0]
         row[self.correctness_index] = float(reward)
         assert g.prompt_ids is not None  # reuse needs a generated response, hence its prompt ids
         self._append(g, g.prompt_ids, list(tokens), completion, row, True)
@@ -429,7 +479,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         if not ids:
             return
         lengths = np.array([len(c) for c in ids], dtype=float)
-        ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+        ends = completion_end_ids(self)
         truncated = np.array([not c or c[-1] not in ends for c in ids])
         done = lengths[~truncated] if (~truncated).any() else np.zeros(1)
         for key, value in (
@@ -500,7 +550,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         c_ids = pad(completion_ids, padding_value=pad_id, padding_side="right", pad_to_multiple_of=multiple).to(device)
         c_mask = pad(completion_mask, padding_value=0, padding_side="right", pad_to_multiple_of=multiple).to(device)
         if self.mask_truncated_completions:
-            ends = {*self.eos_token_ids, pad_id}
+            ends = completion_end_ids(self)
             truncated = torch.tensor([not c or c[-1] not in ends for c in ids_list], device=device)
             c_mask = c_mask * (~truncated).unsqueeze(1).int()
         num_items = self.accelerator.gather(c_mask.sum()).sum()
@@ -558,7 +608,7 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             output["sampling_per_token_logps"] = sampling_logps
         if ref_logps is not None:
             output["ref_per_token_logps"] = ref_logps
-        return output
+        return pad_to_slices(output, config.steps_per_generation)
 
     def _log_rewards(
         self, groups: list[_Group], rows: list[tuple[_Group, int]], rewards: torch.Tensor, advantages: torch.Tensor
@@ -569,6 +619,8 @@ class AllocatingGRPOTrainer(GRPOTrainer):
             metrics[f"rewards/{name}/mean"].append(torch.nanmean(per_func[:, i]).item())
             metrics[f"rewards/{name}/std"].append(nanstd(per_func[:, i]).item())
         metrics["reward"].append(torch.nanmean(rewards).item())
+        sizes = [len(g.completion_ids) for g in groups]
+        metrics["rlvr/reward_per_prompt"].append(per_prompt_mean(rewards.tolist(), sizes))
         metrics["reward_std"].append(nanstd(rewards).item())
         metrics["frac_reward_zero_std"].append(float(np.mean([not is_mixed(g.correct) for g in groups])))
         metrics["rlvr/rows_per_group"].append(float(np.mean([len(g.completion_ids) for g in groups])))
@@ -578,6 +630,19 @@ class AllocatingGRPOTrainer(GRPOTrainer):
         for i, name in enumerate(self.reward_func_names):
             logs["rewards"][name].extend(per_func[:, i].tolist())
         logs["advantages"].extend(advantages.detach().cpu().tolist())
+
+    # --- logging ------------------------------------------------------------------------------------------------
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        """``GRPOTrainer.train``; the returned metrics hold the real speeds (:mod:`meta.rlvr.trl_metrics`)."""
+        self._session = SessionCount()
+        return super().train(*args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # TRL's train_samples_per_second counts the loader's nominal rows; the real speeds go beside it. The dict is
+        # the one train() returns, so they reach TrainOutput.metrics too.
+        if "train_runtime" in logs:
+            logs.update(self._session.speeds(logs["train_runtime"]))
+        super().log(logs, start_time)
 
     # --- checkpoints ---------------------------------------------------------------------------------------------
     def rlvr_state_dict(self) -> dict[str, Any]:

@@ -10,11 +10,11 @@ so :class:`~meta.rlvr.trl.AllocatingGRPOTrainer` keeps the whole step on every r
    batch one process with ``P`` times the per-device batch would see;
 2. **stages**: :func:`generate_and_score` splits each stage's global request (one row per response) into balanced
    contiguous slices (:func:`rank_share`), pads the short slices by one copied row so every rank calls TRL's
-   ``_generate`` and ``_calculate_rewards`` with the same number of rows (their tensor gathers need equal shapes),
-   and gathers the results back to every rank in global order, pad rows dropped. Because every rank sees the same
-   rewards, the allocator asks for the same number of stages everywhere; a rank with no rows of its own still
-   generates its pad row and so joins every collective. The pad row costs no wall-clock time: the rank with the
-   longest slice sets the stage's duration;
+   generation and reward paths (:mod:`meta.rlvr.trl_internals`) with the same number of rows (their tensor gathers
+   need equal shapes), and gathers the results back to every rank in global order, pad rows dropped. Because every
+   rank sees the same rewards, the allocator asks for the same number of stages everywhere; a rank with no rows of
+   its own still generates its pad row and so joins every collective. The pad row costs no wall-clock time: the rank
+   with the longest slice sets the stage's duration;
 3. **state**: statistics, allocator decisions, the reuse pool, the DAPO refill generator and the ledger are then
    computed from identical data on every rank and stay identical without further communication;
 4. **training**: the kept rows are split again in balanced slices (:func:`rank_rows`); each rank trains on its own,
@@ -22,7 +22,11 @@ so :class:`~meta.rlvr.trl.AllocatingGRPOTrainer` keeps the whole step on every r
    which need equal shapes; the masked row adds nothing to the loss). DDP averages the gradients, and TRL's
    token-normalised losses (``dapo``, the default, and ``cispo``) divide by the global token count, so the update
    equals one process's on the same global batch. The per-sequence losses (``grpo``, ``bnpo``, ``dr_grpo``) average
-   within each rank first, as in TRL, and match one process only when the kept rows divide evenly over the ranks.
+   within each rank first, as in TRL, and match one process only when the kept rows divide evenly over the ranks;
+5. **limits**: the row budget is global, the per-process budget times the number of processes, applied to the global
+   allocation (every rank cuts the same responses); with ``steps_per_generation > 1`` (``dapo`` / ``cispo``) each
+   rank's share, all ranks the same length, is padded with inert rows to a multiple of the slices, which keeps the
+   shapes equal across ranks and the update equal to one process's.
 
 With one process they reduce to the single-process path: no gathers, no padding, every row trained on the one rank.
 """
@@ -30,12 +34,11 @@ With one process they reduce to the single-process path: no gathers, no padding,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelerate.utils import gather_object
 
-if TYPE_CHECKING:
-    from trl import GRPOTrainer
+from meta.rlvr.trl_internals import GRPOTrainer, calculate_rewards, generate_rows
 
 
 def rank_share(n: int, rank: int, world: int) -> tuple[int, int]:
@@ -94,8 +97,9 @@ def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict
     """Generate one response per entry of ``prompts`` (the global request) with TRL, spread over the ranks.
 
     Every rank must call this with the same ``prompts`` and ``rows`` (at least one). Rank ``r`` generates and scores
-    its :func:`rank_share` of them, padded to the longest share, through TRL's own ``_generate`` (one sample per row,
-    so a vLLM server receives the whole stage as one request) and ``_calculate_rewards`` (whose gather returns every
+    its :func:`rank_share` of them, padded to the longest share, through TRL's own generation path
+    (:func:`~meta.rlvr.trl_internals.generate_rows`, one sample per row, so a vLLM server receives the whole stage as
+    one request) and reward dispatch (:func:`~meta.rlvr.trl_internals.calculate_rewards`, whose gather returns every
     rank's rewards); the token ids, completions and sampling log-probabilities are gathered with accelerate's
     ``gather_object``.
 
@@ -118,20 +122,20 @@ def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict
     # A short share repeats a row of the request so every rank's tensors have the same first dimension.
     local = list(range(start, stop)) + [min(start, n - 1)] * (width - (stop - start))
     local_prompts = [prompts[i] for i in local]
-    # num_generations is what TRL's generation backends read to decide how many samples a prompt gets; the
-    # adapter's rows are already one per response.
-    group_size = trainer.num_generations
-    trainer.num_generations = 1
-    try:
-        prompt_ids, completion_ids, _, completions, logprobs, _, _, _ = trainer._generate(local_prompts)
-    finally:
-        trainer.num_generations = group_size
-    scored = trainer._calculate_rewards([dict(rows[i]) for i in local], local_prompts, completions, completion_ids)
-    gathered = scored.detach().cpu().tolist()  # world * width rows, rank after rank
+    out = generate_rows(trainer, local_prompts)
+    # calculate_rewards gathers every rank's rewards: world * width rows, rank after rank.
+    gathered = calculate_rewards(
+        trainer, [dict(rows[i]) for i in local], local_prompts, out.completions, out.completion_ids
+    )
     rewards = [gathered[r * width + j] for r, (a, b) in enumerate(shares) for j in range(b - a)]
     # vLLM's per-token log-probabilities travel with their rows (TRL's importance-sampling correction needs them).
     mine = [
-        (list(prompt_ids[j]), list(completion_ids[j]), completions[j], None if logprobs is None else list(logprobs[j]))
+        (
+            out.prompt_ids[j],
+            out.completion_ids[j],
+            out.completions[j],
+            None if out.logprobs is None else list(out.logprobs[j]),
+        )
         for j in range(stop - start)
     ]
     everyone = mine if world == 1 else gather_object(mine)
@@ -141,5 +145,5 @@ def generate_and_score(trainer: GRPOTrainer, prompts: list[Any], rows: list[dict
         completions=[t for _, _, t, _ in everyone],
         rewards=rewards,
         padding=world * width - n,
-        sampling_logps=None if logprobs is None else [list(lp or []) for _, _, _, lp in everyone],
+        sampling_logps=None if out.logprobs is None else [list(lp or []) for _, _, _, lp in everyone],
     )

@@ -34,7 +34,8 @@ import math
 from typing import Any
 
 import torch
-from trl.trainer.utils import nanmax, nanmin
+
+from meta.rlvr.trl_internals import nanmax, nanmin
 
 #: ``generation_kwargs`` keys the adapter's one-row-per-response requests cannot honour under vLLM, and why.
 _REFUSED_GENERATION_KWARGS = {
@@ -65,13 +66,6 @@ def vllm_refusals(args: Any) -> list[str]:
         for key, why in _REFUSED_GENERATION_KWARGS.items()
         if key in kwargs
     ]
-
-
-def check_vllm_settings(args: Any) -> None:
-    """Raise :func:`vllm_refusals` as one ``ValueError`` (nothing if ``args`` is ``None`` or all are supported)."""
-    reasons = vllm_refusals(args) if args is not None else []
-    if reasons:
-        raise ValueError("AllocatingGRPOTrainer does not support " + "; ".join(reasons))
 
 
 def set_sampling_temperature(trainer: Any, temperature: float) -> None:

@@ -29,6 +29,8 @@ def test_pytest_summary_reads_the_last_summary_line() -> None:
     }
     failing = "== 2 failed, 860 passed, 1 error, 1 warning in 5.5s =="
     assert pytest_summary(failing) == {"failed": 2, "passed": 860, "errors": 1, "warnings": 1, "seconds": 5.5}
+    quiet = "1 failed, 1453 passed, 8 deselected, 121 warnings in 702.83s (0:11:42)"  # pytest -q: no = rules
+    assert pytest_summary(quiet) == {"failed": 1, "passed": 1453, "deselected": 8, "warnings": 121, "seconds": 702.83}
     assert pytest_summary("make: *** [Makefile:30: lint] Error 1") == {}  # the suite never ran
 
 
@@ -95,6 +97,10 @@ def test_readme_quotes_the_committed_timings() -> None:
     assert f"`make run` took {_minutes(make_run['wall_seconds'])}" in readme
     assert "`experiments/cli/make_run_time.py` → `experiments/cli/results/make_run.json`" in readme
     assert "`experiments/cli/make_test_time.py` → `experiments/cli/results/make_test.json`" in readme
+    fresh = json.loads((results / "make_run_fresh.json").read_text())
+    assert fresh["command"] == "make run" and fresh["fresh_clone"] and fresh["installs_environment"]
+    assert f"{_minutes(fresh['wall_seconds'])} on a fresh clone" in readme
+    assert "--out experiments/cli/results/make_run_fresh.json" in readme
     if (results / "make_test.json").is_file():
         make_test = json.loads((results / "make_test.json").read_text())
         assert f"`make test` took {_minutes(make_test['wall_seconds'])}" in readme

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments.meta import headroom
@@ -44,6 +45,9 @@ def test_headroom_gate_end_to_end_and_resume(tmp_path: Path, monkeypatch: pytest
     for key in (
         "best_fixed_k_differs",
         "oracle_beats_single_by_2se",
+        "cross_fitted_oracle_beats_single",
+        "best_arm_differs",
+        "verdict_rule",
         "best_fixed_arm_by_bin",
         "single_best_arm",
         "oracle_minus_single",
@@ -88,3 +92,53 @@ def test_bins_and_seed_slices_are_checked() -> None:
     assert deltas == headroom.run_deltas(settings, 1, 0, 4)
     assert all(-0.3 <= d <= -0.2 for d in deltas) and len(set(deltas)) == 4
     assert headroom.run_deltas(settings, 0, 0, 3) == [0.0, 0.0, 0.0]
+
+
+def test_cross_fitted_oracle_picks_each_half_on_the_other() -> None:
+    """Hand-computed: in bin 0 arm "b" wins on the odd runs only, so the even runs (picked on the odd ones) are scored
+    with "b" and the odd runs (picked on the even ones) with "a"; in bin 1 "b" wins on both halves."""
+    scores = [
+        {"a": np.array([0.0, 0.0, 0.0, 0.0]), "b": np.array([-1.0, 5.0, -1.0, 5.0])},
+        {"a": np.array([0.0, 0.0]), "b": np.array([2.0, 4.0])},
+    ]
+    room = headroom.cross_fitted_oracle(scores, ["a", "b"], "a", seed=0, reps=200)
+    # bin 0: evens scored with b (-1, -1), odds with a (0, 0); bin 1: b on both (2, 4); baseline a = 0 everywhere.
+    assert room.value == pytest.approx((-1 - 1 + 0 + 0 + 2 + 4) / 6)
+
+
+def test_the_verdict_needs_the_cross_fitted_margin() -> None:
+    """An in-sample oracle that wins only by picking on the runs it scores fails the gate."""
+    rng = np.random.default_rng(0)
+    settings = headroom.Settings(arms="fixed:0,fixed:2", bins="0:0.1,0.5:0.6")
+    records = []
+    for b in range(2):
+        noise = {arm: rng.normal(0.0, 50.0, size=10) for arm in ("fixed:0", "fixed:2")}
+        records.append(
+            {
+                "bin": b,
+                "first_run": 0,
+                "runs": 10,
+                "deltas": [0.0] * 10,
+                "arms": {
+                    arm: {"scores": (-200.0 + noise[arm]).tolist(), "one_step_rmse": [[0.0]] * 10}
+                    for arm in ("fixed:0", "fixed:2")
+                },
+                "seconds": 1.0,
+                "core_seconds": 1.0,
+            }
+        )
+    summary = headroom.summarize(settings, records, reps=200)
+    assert summary["cross_fitted_oracle_beats_single"] is (summary["oracle_minus_single_cross_fitted"]["ci95"][0] > 0)
+    assert summary["verdict"] == "FAIL"
+
+
+def test_protocol_names_compute_matching_only_when_it_is_off() -> None:
+    """Units saved before the setting existed were compute-matched and stay reusable; unmatched units never are."""
+    matched = headroom.protocol(headroom.Settings())
+    assert "compute_matched" not in matched
+    assert headroom.protocol(headroom.Settings(compute_matched=False)) == {**matched, "compute_matched": False}
+
+
+def test_arms_split_between_specs_not_inside_them() -> None:
+    settings = headroom.Settings(arms="fixed:0, linear:2,3,32,0,dec:32")
+    assert headroom.arm_list(settings) == ["fixed:0", "linear:2,3,32,0", "dec:32"]

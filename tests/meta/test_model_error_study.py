@@ -59,6 +59,9 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     assert len(summary["arms"]["meta_direct"]["schedules"][0]) == 3  # one K per phase
     best = summary["best_schedule"]
     assert summary["versus_best_schedule"]["meta_direct"] == summary["probability_of_improvement"]["meta_direct"][best]
+    room = summary["headroom_on_test"]
+    assert len(room["bins"]) == len(room["best_schedule_by_bin"]) == 5 and sum(room["runs_by_bin"]) == 2
+    assert {"mean_diff", "se", "ci95"} <= set(room["oracle_minus_best_schedule_cross_fitted"])
     assert (tmp_path / "model_error_schedules.png").exists()
     rows = (tmp_path / "model_error_table.md").read_text().splitlines()
     assert len(rows) == 2 + 5 and rows[-1].startswith("| `meta_direct` | 2 |")

@@ -120,6 +120,7 @@ def _trainer(
         disable_tqdm=True,
     )
     callbacks = overrides.pop("callbacks", [])
+    max_rows = overrides.pop("max_rows_per_step", PROMPTS * max(META.grid))  # the policy's largest G fits
     settings.update(overrides)
     trainer = AllocatingGRPOTrainer(
         model=_model(),
@@ -129,6 +130,7 @@ def _trainer(
         processing_class=CharTokenizer(),
         allocator=allocator,
         callbacks=callbacks,
+        max_rows_per_step=max_rows,
     )
     for callback in callbacks:
         if isinstance(callback, StepLog):
@@ -278,7 +280,7 @@ def test_a_token_budget_callback_stops_any_allocator_at_the_same_marks(tmp_path:
 
 def test_a_non_uniform_allocator_an_unbound_callback_and_accumulation_are_refused(tmp_path: Path) -> None:
     controller = RandomGroupSize(META)
-    for allocator, name in ((DynamicSampling(4), "DynamicSampling"), (AR3PO(), "AR3PO")):
+    for allocator, name in ((DynamicSampling(2), "DynamicSampling"), (AR3PO(), "AR3PO")):
         trainer = _trainer(tmp_path, allocator, max_steps=1)
         with pytest.raises(TypeError, match=rf"allocator=meta\.rlvr\.allocators\.Uniform\(G\), got {name}"):
             GroupSizeCallback(controller, _counter()).attach(trainer)
@@ -287,6 +289,11 @@ def test_a_non_uniform_allocator_an_unbound_callback_and_accumulation_are_refuse
         trainer.train()
     trainer = _trainer(tmp_path, Uniform(2), max_steps=1, gradient_accumulation_steps=2, steps_per_generation=1)
     with pytest.raises(ValueError, match="gradient_accumulation_steps=1"):
+        GroupSizeCallback(controller, _counter()).attach(trainer)
+    # The policy's largest G must fit the step's rows, or the adapter would cut its choice.
+    trainer = _trainer(tmp_path, Uniform(2), max_steps=1, max_rows_per_step=PROMPTS * 2)
+    top = max(META.grid)
+    with pytest.raises(ValueError, match=rf"G up to {top} .* max_rows_per_step={PROMPTS * top} \(got .*=8\)"):
         GroupSizeCallback(controller, _counter()).attach(trainer)
     # The allocator is checked again when training begins (it may have been swapped after attach).
     trainer = _trainer(tmp_path, Uniform(2), max_steps=1)

@@ -39,8 +39,9 @@ from stable_baselines3.common.logger import Logger
 from tqdm import tqdm
 
 from envs.reasoning import FAMILIES, Task, make_prompt_set, verify
-from envs.reasoning.scratchpad import SCRATCH_FAMILY, make_scratch_set, verify_scratch
-from envs.reasoning.tooluse import CALC_FAMILY, CalcOptions, make_calc_set, verify_calc
+from envs.reasoning.registry import family_spec
+from envs.reasoning.scratchpad import SCRATCH_FAMILY, make_scratch_set
+from envs.reasoning.tooluse import CALC_FAMILY, CalcOptions, make_calc_set
 from meta.rlvr.allocators import make_allocator
 from meta.rlvr.guidance import make_guidance
 from meta.rlvr.lm.charlm import CharLMConfig, build_model, load_model
@@ -93,7 +94,9 @@ class GRPORunConfig:
         families: Task families of both prompt sets; ``["calc"]`` alone is the tool-use family (calculator calls
             executed while sampling, :func:`envs.reasoning.tooluse.verify_calc`; the SFT checkpoint must have been
             trained on it, and ``grpo.max_new_tokens`` must fit a trace); ``["scratch"]`` alone is addition with an
-            optional scratchpad (:mod:`envs.reasoning.scratchpad`, :func:`~envs.reasoning.scratchpad.verify_scratch`).
+            optional scratchpad (:mod:`envs.reasoning.scratchpad`, :func:`~envs.reasoning.scratchpad.verify_scratch`);
+            ``["countdown"]`` or ``["carry"]`` alone are those families (:mod:`envs.reasoning.registry`: their
+            prompt sets and verifiers).
         difficulties: Digits of the long operand in both prompt sets (``calc``: numbers of operations).
         pool_seed: Seed of the training prompt set.
         held_out_seed: Seed of the held-out set.
@@ -202,6 +205,9 @@ class GRPORun:
         scratch = SCRATCH_FAMILY in cfg.families
         if scratch and list(cfg.families) != [SCRATCH_FAMILY]:
             raise ValueError(f"the {SCRATCH_FAMILY!r} family is trained alone, got families {cfg.families}")
+        own = sorted(set(cfg.families) - set(FAMILIES))  # families with their own alphabet and verifier
+        if own and len(cfg.families) != 1:
+            raise ValueError(f"the {own[0]!r} family is trained alone, got families {cfg.families}")
         guidance = make_guidance(cfg.guidance) if cfg.guidance else None
         pool, self.held_out = (
             self._prompt_set(cfg, cfg.pool_size, cfg.pool_seed),
@@ -214,7 +220,7 @@ class GRPORun:
             pool,
             allocator,
             cfg.grpo,
-            reward_fn=verify_calc if calc else (verify_scratch if scratch else verify),
+            reward_fn=family_spec(cfg.families[0]).verify if own else verify,
             token_controller=token if isinstance(token, HAPO) else None,
             eepo=token if isinstance(token, EEPO) else None,
             branching=token if isinstance(token, BranchingRollout) else None,
@@ -238,6 +244,8 @@ class GRPORun:
             return make_calc_set(n, rng, cfg.difficulties, operand_limits=cfg.calc.limits(cfg.difficulties))
         if list(cfg.families) == [SCRATCH_FAMILY]:
             return make_scratch_set(n, rng, difficulties=cfg.difficulties)
+        if len(cfg.families) == 1 and cfg.families[0] not in FAMILIES:
+            return family_spec(cfg.families[0]).make_set(n, rng, cfg.difficulties)  # countdown, carry
         return make_prompt_set(n, rng, families=cfg.families, difficulties=cfg.difficulties)
 
     # --- construction ----------------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Experiment scripts of the adaptive-length tokenizer (meta.tokenizer)."""
