@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.models import DynamicsModel, ModelConfig, dynamics
 
 Transitions = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -179,3 +179,33 @@ def test_small_buffers_score_the_holdout_every_few_steps_large_ones_every_epoch(
         assert calls["n"] == scores + 1
     with pytest.raises(ValueError, match="score_every_steps"):
         DynamicsModel(3, 1, False, dataclasses.replace(cfg, score_every_steps=0))
+
+
+def test_default_fit_is_the_per_parameter_adam_bit_for_bit_and_fused_adam_is_opt_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Early stopping turns any rounding difference into another stopping step (fused Adam with the decay as parameter
+    # groups stopped the converged-fit test's default fit at 1928 steps instead of 3728), so the default must keep
+    # the arithmetic of torch.optim.Adam's per-parameter loop with the decay in the loss.
+    cfg = dataclasses.replace(DYNA_ARCH, max_train_steps=30, min_train_steps=0)
+    data = _pendulum(300, seed=5)
+    built: list[torch.optim.Adam] = []
+    real_optimizer = dynamics.fit_optimizer
+
+    def recording(params: object, lr: float, fused: bool) -> torch.optim.Adam:
+        built.append(real_optimizer(params, lr, fused))
+        return built[-1]
+
+    monkeypatch.setattr(dynamics, "fit_optimizer", recording)
+    default = DynamicsModel(3, 1, False, cfg, seed=0)
+    default.fit(*data)
+    fused = DynamicsModel(3, 1, False, dataclasses.replace(cfg, fused_optimizer=True), seed=0)
+    fused.fit(*data)
+    assert not built[0].defaults["fused"] and all(g["weight_decay"] == 0.0 for g in built[0].param_groups)
+    assert built[1].defaults["fused"] and any(g["weight_decay"] > 0.0 for g in built[1].param_groups)
+
+    monkeypatch.setattr(dynamics, "fit_optimizer", lambda params, lr, fused: torch.optim.Adam(params, lr=lr))
+    per_parameter = DynamicsModel(3, 1, False, cfg, seed=0)
+    per_parameter.fit(*data)
+    for name, value in _member_weights(per_parameter).items():
+        assert torch.equal(_member_weights(default)[name], value), name
