@@ -169,6 +169,15 @@ def time_pets(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
     return result
 
 
+def fitting(model: Any, data: tuple[np.ndarray, ...]) -> Callable[[], None]:
+    """A call that fits ``model`` on ``data`` once (for :func:`interleaved`)."""
+
+    def call() -> None:
+        model.fit(*data)
+
+    return call
+
+
 def time_fit(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cases = {
@@ -180,7 +189,7 @@ def time_fit(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
         old_model = old["dynamics"].DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
         # B: the opt-in fused Adam with the decay as parameter groups (the default keeps the baseline's arithmetic).
         new_model = DynamicsModel(obs_dim, act_dim, False, dataclasses.replace(cfg, fused_optimizer=True), seed=0)
-        result = interleaved(lambda m=old_model, d=data: m.fit(*d), lambda m=new_model, d=data: m.fit(*d), repeats)
+        result = interleaved(fitting(old_model, data), fitting(new_model, data), repeats)
         result["a_ms_per_step"], result["b_ms_per_step"] = result["a_ms"] / steps, result["b_ms"] / steps
         result["steps_per_fit"] = steps
         out[name] = result
@@ -191,7 +200,7 @@ def time_fit_rule(old: dict[str, types.ModuleType], repeats: int) -> dict[str, A
     out: dict[str, Any] = {}
     for n in (200, 500, 1000):
         data = pendulum_data(n, seed=3)
-        rows = {}
+        rows: dict[str, Any] = {}
         for side, cls in (("a", old["dynamics"].DynamicsModel), ("b", DynamicsModel)):
             started = time.perf_counter()
             metrics = cls(3, 1, False, DYNA_ARCH, seed=0).fit(*data)
@@ -251,7 +260,7 @@ def time_sac(repeats: int, updates: int = 20) -> dict[str, Any]:
     def run(sac: Any) -> Callable[[], None]:
         return lambda: sac.train(gradient_steps=updates, batch_size=256)
 
-    out = {
+    out: dict[str, Any] = {
         "sb3_fused_adam": interleaved(run(default), run(fused_adam), repeats),
         "fused_backend": interleaved(run(default), run(fused), repeats),
     }
