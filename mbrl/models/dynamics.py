@@ -115,9 +115,10 @@ class ModelConfig:
             smaller one every 8 steps.
         fused_optimizer: Fit with fused Adam and the per-layer weight decay as Adam parameter groups
             (:meth:`GaussianEnsemble.decay_groups`, the same gradient ``wd * W`` as the loss's penalty, without its
-            ops in every step): a faster step, equal to the default's to float32 rounding. Off by default (the
-            arithmetic of every committed result): early stopping turns those rounding differences into another
-            stopping step, so fits are alike in accuracy over seeds but not run for run.
+            ops in every step): a faster step, equal to the default's to float32 rounding. Early stopping turns those
+            rounding differences into another stopping step, so fits are alike in accuracy over seeds but not run
+            for run; hence off by default, the arithmetic the committed results were fitted with (PETS's model
+            config turns it on: its committed float32-planner runs were fitted with it).
         max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call. The step-based patience ends fits; the
             cap only binds on buffers of a few thousand transitions, whose epochs are a few steps, when the model
             is still improving (e.g. a first fit: 1000 epochs of 1600 training rows are 7000 steps).
