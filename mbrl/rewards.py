@@ -7,6 +7,10 @@ function reproduces the reward of the gymnasium 1.x environment, batched over sa
 :mod:`mbrl.termination`: ``fn(obs, action, next_obs) -> reward`` with ``obs`` and ``next_obs`` of shape
 ``[N, obs_dim]``, ``action`` of shape ``[N, act_dim]`` and a float result of shape ``[N]``.
 
+The functions here also take float32 torch tensors of any leading shape (``[..., dim]``, marked with
+:func:`mbrl.termination.accepts_tensors`), so a planner scores particles without leaving torch; a registered function
+without the mark is called with numpy rows.
+
 Environments without an entry here can still be planned on with the model's learned reward head
 (``PETSConfig.reward = "model"``).
 """
@@ -16,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
-from mbrl.termination import base_name, inverted_pendulum
+from mbrl.termination import accepts_tensors, base_name, inverted_pendulum
 
 RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -29,25 +34,38 @@ def _batch(x: np.ndarray, name: str) -> np.ndarray:
     return x
 
 
+@accepts_tensors
 def pendulum(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
     """Pendulum-v1: ``-(theta^2 + 0.1 thetadot^2 + 0.001 u^2)`` of the state *before* the step.
 
     ``obs = [cos theta, sin theta, thetadot]``; ``theta`` is normalized to ``[-pi, pi)`` (``atan2``) and the torque
     ``u`` clipped to gymnasium's ``[-2, 2]`` first, as the environment does.
     """
+    if isinstance(obs, torch.Tensor):
+        u_t = action[..., 0].clamp(-2.0, 2.0)  # type: ignore[union-attr]
+        theta_t = torch.atan2(obs[..., 1], obs[..., 0])
+        return -(theta_t**2 + 0.1 * obs[..., 2] ** 2 + 0.001 * u_t**2)  # type: ignore[return-value]
     x = _batch(obs, "obs")
     u = np.clip(_batch(action, "action")[:, 0], -2.0, 2.0)
     theta = np.arctan2(x[:, 1], x[:, 0])
     return -(theta**2 + 0.1 * x[:, 2] ** 2 + 0.001 * u**2)
 
 
+@accepts_tensors
 def inverted_pendulum_reward(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
     """InvertedPendulum-v5: 1 for every step that does not end the episode (``reward = int(not terminated)``)."""
-    return 1.0 - inverted_pendulum(obs, action, next_obs).astype(np.float64)
+    done = inverted_pendulum(obs, action, next_obs)
+    if isinstance(done, torch.Tensor):
+        return 1.0 - done.float()  # type: ignore[return-value]
+    return 1.0 - done.astype(np.float64)
 
 
+@accepts_tensors
 def point_mass(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
     """``rolloutlab/PointMass-v0``: ``-x'^2 - 0.01 a^2`` with the action clipped to ``[-1, 1]``."""
+    if isinstance(next_obs, torch.Tensor):
+        a_t = action[..., 0].clamp(-1.0, 1.0)  # type: ignore[union-attr]
+        return -(next_obs[..., 0] ** 2) - 0.01 * a_t**2  # type: ignore[return-value]
     a = np.clip(_batch(action, "action")[:, 0], -1.0, 1.0)
     return -(_batch(next_obs, "next_obs")[:, 0] ** 2) - 0.01 * a**2
 

@@ -15,10 +15,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+import torch
 
 TerminationFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def accepts_tensors(fn: F) -> F:
+    """Mark ``fn`` as also taking float32 torch tensors of any leading shape ``[..., dim]`` and returning a tensor
+    (on their device): a planner then calls it without leaving torch. Functions without the mark get numpy rows."""
+    fn.accepts_tensors = True  # type: ignore[attr-defined]
+    return fn
+
+
+def takes_tensors(fn: Callable[..., Any] | None) -> bool:
+    """Whether ``fn`` carries the :func:`accepts_tensors` mark."""
+    return bool(getattr(fn, "accepts_tensors", False))
 
 
 def _as_batch(next_obs: np.ndarray) -> np.ndarray:
@@ -28,13 +44,19 @@ def _as_batch(next_obs: np.ndarray) -> np.ndarray:
     return next_obs
 
 
+@accepts_tensors
 def never(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
     """No terminal states (Pendulum, HalfCheetah): every episode ends by truncation only."""
+    if isinstance(next_obs, torch.Tensor):
+        return torch.zeros(next_obs.shape[:-1], dtype=torch.bool, device=next_obs.device)  # type: ignore[return-value]
     return np.zeros(_as_batch(next_obs).shape[0], dtype=bool)
 
 
+@accepts_tensors
 def inverted_pendulum(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
     """InvertedPendulum-v4/v5: pole angle ``next_obs[:, 1]`` outside ``[-0.2, 0.2]`` rad, or a non-finite value."""
+    if isinstance(next_obs, torch.Tensor):
+        return ~torch.isfinite(next_obs).all(dim=-1) | (next_obs[..., 1].abs() > 0.2)  # type: ignore[return-value]
     x = _as_batch(next_obs)
     return ~np.isfinite(x).all(axis=1) | (np.abs(x[:, 1]) > 0.2)
 

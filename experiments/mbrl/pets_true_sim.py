@@ -21,12 +21,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 import tyro
 
-from mbrl.models import ModelStep
 from mbrl.rewards import reward_fn
 from mbrl.termination import termination_fn
 from planning.mpc import CEMConfig, CEMOptimizer, MPCPlanner, TrajectoryEvaluator
+from planning.mpc.planner import planner_generator
 from rolloutlab.checkpoint import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -48,27 +49,34 @@ class Args:
 
 
 class TrueInvertedPendulum:
-    """MuJoCo's InvertedPendulum physics behind the planner's model interface (one member, no noise)."""
+    """MuJoCo's InvertedPendulum physics behind the planner's model interface (one member, no noise): the model and
+    its propagator in one object."""
 
     obs_dim, action_dim, num_elites = 4, 1, 1
+    device = torch.device("cpu")
 
     def __init__(self) -> None:
         self.sim: Any = gym.make(ENV_ID).unwrapped
         self.sim.reset(seed=0)
 
-    def predict_members(
-        self, obs: np.ndarray, actions: np.ndarray, members: np.ndarray, rng: Any = None, deterministic: bool = False
-    ) -> ModelStep:
-        out = np.empty_like(np.asarray(obs, dtype=np.float64))
+    def propagator(self, members: Any = None) -> TrueInvertedPendulum:
+        return self
+
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        obs = state.reshape(-1, self.obs_dim).double().numpy()
+        actions = action.reshape(-1, self.action_dim).double().numpy()
+        out = np.empty_like(obs)
         for i in range(out.shape[0]):
             self.sim.set_state(obs[i, :2], obs[i, 2:])
             self.sim.do_simulation(actions[i], self.sim.frame_skip)
             out[i] = self.sim._get_obs()
-        n = out.shape[0]
-        return ModelStep(out, np.zeros(n), None, np.zeros(n), np.isfinite(out).all(axis=1))
+        next_state = torch.as_tensor(out, dtype=torch.float32).reshape(state.shape)
+        return next_state, torch.zeros(state.shape[:-1])
 
-    def predict_expected(self, obs: np.ndarray, actions: np.ndarray) -> ModelStep:
-        return self.predict_members(obs, actions, np.zeros(len(obs), np.int64))
+    def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> None:
+        return None
 
 
 def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
@@ -82,7 +90,7 @@ def main(args: Args | None = None, results: Path = RESULTS) -> dict[str, Any]:
     for horizon in (int(h) for h in args.horizons.split(",")):
         for kind in args.returns.split(","):
             optimizer = CEMOptimizer(env.action_space.low, env.action_space.high, CEMConfig(return_mean=kind == "mean"))
-            planner = MPCPlanner(evaluator, optimizer, horizon, np.random.default_rng(args.seed))
+            planner = MPCPlanner(evaluator, optimizer, horizon, planner_generator(args.seed))
             returns, lengths = [], []
             started = time.perf_counter()
             for episode in range(args.episodes):

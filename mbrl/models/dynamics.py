@@ -39,9 +39,14 @@ import torch.nn.functional as F
 
 from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
 from mbrl.models.normalizer import Normalizer
+from mbrl.models.propagator import MemberPropagator
 from mbrl.models.termination_head import TerminationHead
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import generator_state, set_generator_state
+
+#: Rows per batched forward pass in :meth:`DynamicsModel.predict` (MBPO's 100k imagined starts in pieces that keep
+#: the hidden activations small).
+PREDICT_CHUNK = 8192
 
 #: MBPO's per-layer L2 weight decay for its 4 hidden layers + output layer (reference implementation, ``bnn.py``).
 MBPO_WEIGHT_DECAYS = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
@@ -52,6 +57,22 @@ def default_weight_decays(num_layers: int) -> list[float]:
     if num_layers == 4:
         return list(MBPO_WEIGHT_DECAYS)
     return [float(w) for w in np.linspace(2.5e-5, 1e-4, num_layers + 1)]
+
+
+def fit_optimizer(params: Any, lr: float, fused: bool) -> torch.optim.Adam:
+    """Adam for a model fit.
+
+    ``fused=False``: the multi-tensor implementation, the per-parameter loop's arithmetic in fewer calls (the same
+    weights to the bit as ``torch.optim.Adam``'s default on CPU). ``fused=True``: the fused kernel (one kernel per
+    step for every parameter, CPU and CUDA in torch >= 2.4; the multi-tensor one where it is missing), faster on a
+    small network whose step is dominated by the ~10 small ops per parameter, but rounded differently.
+    """
+    if fused:
+        try:
+            return torch.optim.Adam(params, lr=lr, fused=True)
+        except (RuntimeError, ValueError):
+            pass
+    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 @dataclass
@@ -86,6 +107,18 @@ class ModelConfig:
             small buffer is only one or two minibatches per epoch; this floor gives the refit time to recover and
             improve. Warm refits on a growing buffer mostly stop between this floor and a few times it.
         improvement_threshold: Relative holdout-MSE improvement that counts as an improvement (MBPO: 0.01).
+        score_every_steps: The holdout is scored (and improved members snapshotted) at the end of an epoch once at
+            least this many gradient steps have passed since the last score, and at the last epoch. 1 (the default,
+            MBPO's rule and that of every committed result) scores after every epoch. On a small buffer an epoch
+            is one or two steps and each score costs about as much as a step, while the patience rules count steps
+            anyway: 8 scores a buffer of ``8 * batch_size`` training rows or more after every epoch as before, and a
+            smaller one every 8 steps.
+        fused_optimizer: Fit with fused Adam and the per-layer weight decay as Adam parameter groups
+            (:meth:`GaussianEnsemble.decay_groups`, the same gradient ``wd * W`` as the loss's penalty, without its
+            ops in every step): a faster step, equal to the default's to float32 rounding. Early stopping turns those
+            rounding differences into another stopping step, so fits are alike in accuracy over seeds but not run
+            for run; hence off by default, the arithmetic the committed results were fitted with (PETS's model
+            config turns it on: its committed float32-planner runs were fitted with it).
         max_epochs: Hard cap on epochs per :meth:`DynamicsModel.fit` call. The step-based patience ends fits; the
             cap only binds on buffers of a few thousand transitions, whose epochs are a few steps, when the model
             is still improving (e.g. a first fit: 1000 epochs of 1600 training rows are 7000 steps).
@@ -114,6 +147,8 @@ class ModelConfig:
     patience_steps: int = 200
     min_train_steps: int = 1000
     improvement_threshold: float = 0.01
+    score_every_steps: int = 1
+    fused_optimizer: bool = False
     max_epochs: int = 1000
     max_train_steps: int | None = None
     bootstrap: bool = True
@@ -171,6 +206,8 @@ class DynamicsModel:
     ) -> None:
         if cfg.max_train_steps is not None and cfg.max_train_steps < 1:
             raise ValueError(f"ModelConfig.max_train_steps must be >= 1 or None, got {cfg.max_train_steps}")
+        if cfg.score_every_steps < 1:
+            raise ValueError(f"ModelConfig.score_every_steps must be >= 1, got {cfg.score_every_steps}")
         if cfg.patience_steps < 0 or cfg.min_train_steps < 0:
             raise ValueError(
                 f"ModelConfig.patience_steps and min_train_steps must be >= 0, got {cfg.patience_steps} and "
@@ -327,10 +364,13 @@ class DynamicsModel:
 
         x_tr, y_tr, t_tr = tensors(train_idx)
         x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else (x_tr, y_tr, t_tr)
-        params = list(self.ensemble.parameters())
+        if cfg.fused_optimizer:
+            groups = self.ensemble.decay_groups()  # the optimizer applies the weight decay
+        else:
+            groups = [{"params": list(self.ensemble.parameters()), "weight_decay": 0.0}]  # the loss holds it
         if self.termination is not None:
-            params += list(self.termination.parameters())
-        optimizer = torch.optim.Adam(params, lr=cfg.lr)
+            groups.append({"params": list(self.termination.parameters()), "weight_decay": 0.0})
+        optimizer = fit_optimizer(groups, cfg.lr, cfg.fused_optimizer)
         member_params = self._member_params()
         best_state = {name: p.detach().clone() for name, p in member_params.items()}
         # Fresh best scores: the warm-started weights were trained under the previous normalizer, so their score is
@@ -346,18 +386,20 @@ class DynamicsModel:
         epochs, last_loss, steps_taken = 0, math.nan, 0
         epochs_since_improved, steps_since_improved = 0, 0
         step_cap = math.inf if cfg.max_train_steps is None else cfg.max_train_steps
+        # Steps and epochs since the holdout was last scored, and the losses of those steps.
+        period_epochs, period_steps, losses = 0, 0, []
         while epochs < cfg.max_epochs and steps_taken < step_cap:
             member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
-            losses = []
-            epoch_steps = 0
+            epoch_idx = self._tensor(member_idx)  # one host-to-device copy per epoch; the steps slice views of it
             for start in range(0, n_train, cfg.batch_size):
                 if steps_taken >= step_cap:
                     break
                 steps_taken += 1
-                epoch_steps += 1
-                batch = self._tensor(member_idx[:, start : start + cfg.batch_size])
+                period_steps += 1
+                batch = epoch_idx[:, start : start + cfg.batch_size]
                 xb, yb = x_tr[batch], y_tr[batch]
-                loss = self.ensemble.loss(xb, yb)
+                # With the fused optimizer, its parameter groups apply the per-layer weight decay, not the loss.
+                loss = self.ensemble.loss(xb, yb, weight_decay=not cfg.fused_optimizer)
                 if self.termination is not None:
                     loss = loss + self.termination.loss(xb, t_tr[batch]).sum()
                 if not torch.isfinite(loss):
@@ -366,30 +408,38 @@ class DynamicsModel:
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                losses.append(float(loss.detach()))
+                losses.append(loss.detach())
             epochs += 1
+            period_epochs += 1
+            if restored:
+                break
+            last_epoch = epochs >= cfg.max_epochs or steps_taken >= step_cap
+            if period_steps < cfg.score_every_steps and not last_epoch:
+                continue  # a small buffer's epoch is a step or two: score once enough steps have passed
             mse, _, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
-            if restored or not bool(torch.isfinite(mse).all()):
+            if not bool(torch.isfinite(mse).all()):
                 restored = True
                 break
-            last_loss = float(np.mean(losses)) if losses else math.nan
-            # A relative improvement, written so that the first epoch improves on the initial +inf.
+            last_loss = float(torch.stack(losses).mean()) if losses else math.nan
+            # A relative improvement, written so that the first score improves on the initial +inf.
             improved = mse < best_mse * (1.0 - cfg.improvement_threshold)
             if bool(improved.any()):
                 epochs_since_improved, steps_since_improved = 0, 0
-                for m in torch.nonzero(improved).flatten().tolist():
-                    best_mse[m] = mse[m]
+                best_mse = torch.where(improved, mse, best_mse)
+                with torch.no_grad():
                     for name, p in member_params.items():
-                        best_state[name][m] = p.detach()[m]
+                        mask = improved.reshape(-1, *([1] * (p.dim() - 1)))
+                        best_state[name] = torch.where(mask, p.detach(), best_state[name])
             else:
-                epochs_since_improved += 1
-                steps_since_improved += epoch_steps
+                epochs_since_improved += period_epochs
+                steps_since_improved += period_steps
                 if (
                     steps_taken >= cfg.min_train_steps
                     and epochs_since_improved >= cfg.patience
                     and steps_since_improved >= cfg.patience_steps
                 ):
                     break
+            period_epochs, period_steps, losses = 0, 0, []
         if restored:
             # Non-finite loss or predictions: fall back to the weights of the last successful fit together with the
             # normalizers they were trained under, re-standardize the holdout with those, and say so.
@@ -430,17 +480,70 @@ class DynamicsModel:
 
     # --- prediction -------------------------------------------------------------------------------------------
 
+    def _grouped(self, x: torch.Tensor, members: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Each row of ``x [N, in]`` through its own elite ``members[N]`` only: ``mean``, ``logvar`` ``[N, out]`` and
+        the learned termination probability ``[N]`` (``None`` without the head), one member's work per row."""
+        n, k = x.shape[0], self.num_elites
+        elite_idx = self.ensemble.elite_idx
+        if n % k == 0 and np.array_equal(members, np.repeat(np.arange(k), n // k)):
+            # Rows already in equal blocks per member (how a TS-inf planner lays out its particles): a reshape.
+            mean, logvar = self.ensemble(x.reshape(k, n // k, -1), elite_idx)
+            prob = None
+            if self.termination is not None:
+                prob = torch.sigmoid(self.termination(x.reshape(k, n // k, -1), elite_idx)).reshape(n)
+            return mean.reshape(n, -1), logvar.reshape(n, -1), prob
+        # Group the rows by member into [K, M, in] (M = the largest group; shorter groups padded with zeros).
+        order = np.argsort(members, kind="stable")
+        grouped = members[order]
+        counts = np.bincount(grouped, minlength=k)
+        slot = np.arange(n) - (np.cumsum(counts) - counts)[grouped]
+        width = int(counts.max()) if n else 0
+        xg = x.new_zeros((k, width, x.shape[1]))
+        g_t, s_t, order_t = self._tensor(grouped), self._tensor(slot), self._tensor(order)
+        xg[g_t, s_t] = x[order_t]
+        mean_g, logvar_g = self.ensemble(xg, elite_idx)
+        mean = x.new_empty((n, mean_g.shape[-1]))
+        mean[order_t] = mean_g[g_t, s_t]
+        logvar = x.new_empty((n, logvar_g.shape[-1]))
+        logvar[order_t] = logvar_g[g_t, s_t]
+        prob = None
+        if self.termination is not None:
+            prob = torch.empty(n, device=x.device)
+            prob[order_t] = torch.sigmoid(self.termination(xg, elite_idx))[g_t, s_t]
+        return mean, logvar, prob
+
+    def _disagreement(self, x: torch.Tensor) -> np.ndarray:
+        """Standard deviation across elites of the predicted mean, averaged over outputs, ``[N]`` (chunked)."""
+        out = np.empty(x.shape[0])
+        for start in range(0, x.shape[0], PREDICT_CHUNK):
+            mean, _ = self.ensemble(x[start : start + PREDICT_CHUNK], self.ensemble.elite_idx)
+            out[start : start + PREDICT_CHUNK] = mean.std(dim=0, unbiased=False).mean(dim=-1).double().cpu().numpy()
+        return out
+
     @torch.no_grad()
     def predict(
-        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
     ) -> ModelStep:
         """Sample one step of the model for each of ``N`` (state, action) pairs, each from one random elite.
+
+        Each row runs through its own elite only, in chunks of :data:`PREDICT_CHUNK` rows (one member's work per row;
+        the elite and the noise of every row are drawn before the chunks, so the result does not depend on the chunk
+        size). The disagreement needs every elite on a row and is the expensive part: ``disagreement_rows`` limits
+        it to the first rows.
 
         Args:
             obs: ``[N, obs_dim]``.
             actions: ``[N]`` integer actions (discrete) or ``[N, action_dim]``.
             rng: Draws the elite for each sample and the Gaussian noise.
             deterministic: Use the chosen elite's mean instead of sampling from its Gaussian.
+            disagreement_rows: Compute the disagreement of the first this many rows only, NaN for the rest (a mean
+                over them estimates the batch's mean where the rows are in random order, e.g. start states drawn
+                from a buffer); ``None``: every row.
 
         Returns:
             A :class:`ModelStep`.
@@ -448,27 +551,29 @@ class DynamicsModel:
         obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
         n = obs64.shape[0]
         x = self.input_normalizer.normalize(self._tensor(self._inputs(obs64, actions))).float()
-        mean, logvar = self.ensemble(x)
-        elites = self.ensemble.elite_idx
-        elite_mean, elite_logvar = mean[elites], logvar[elites]
-        disagreement = elite_mean.std(dim=0, unbiased=False).mean(dim=-1)
-        choice = self._tensor(rng.integers(0, elites.numel(), size=n))
-        rows = torch.arange(n, device=self.device)
-        y = elite_mean[choice, rows].double()
-        if not deterministic:
-            noise = self._tensor(rng.standard_normal(y.shape))
-            y = y + torch.exp(0.5 * elite_logvar[choice, rows].double()) * noise
-        y = self.output_normalizer.denormalize(y)
-        y_np = y.cpu().numpy()
-        terminated_prob = None
-        if self.termination is not None:
-            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))[elites]
-            terminated_prob = torch.sigmoid(logits[choice, rows]).double().cpu().numpy()
+        choice = rng.integers(0, self.num_elites, size=n)
+        noise = None if deterministic else rng.standard_normal((n, self.obs_dim + 1))
+        y = torch.empty((n, self.obs_dim + 1), dtype=torch.float64, device=self.device)
+        terminated = None if self.termination is None else torch.empty(n, dtype=torch.float64, device=self.device)
+        for start in range(0, n, PREDICT_CHUNK):
+            rows = slice(start, start + PREDICT_CHUNK)
+            mean, logvar, prob = self._grouped(x[rows], choice[rows])
+            part = mean.double()
+            if noise is not None:
+                part = part + torch.exp(0.5 * logvar.double()) * self._tensor(noise[rows])
+            y[rows] = part
+            if terminated is not None and prob is not None:
+                terminated[rows] = prob.double()
+        y_np = self.output_normalizer.denormalize(y).cpu().numpy()
+        disagreement = np.full(n, np.nan)
+        scored = n if disagreement_rows is None else min(n, max(0, int(disagreement_rows)))
+        if scored:
+            disagreement[:scored] = self._disagreement(x[:scored])
         return ModelStep(
             next_obs=obs64 + y_np[:, 1:],
             reward=y_np[:, 0].copy(),
-            terminated_prob=terminated_prob,
-            disagreement=disagreement.double().cpu().numpy(),
+            terminated_prob=None if terminated is None else terminated.cpu().numpy(),
+            disagreement=disagreement,
             finite=np.isfinite(y_np).all(axis=1),
         )
 
@@ -512,46 +617,32 @@ class DynamicsModel:
         if not deterministic and rng is None:
             raise ValueError("predict_members needs an rng unless deterministic=True")
         x = self.input_normalizer.normalize(self._tensor(self._inputs(obs64, actions))).float()
-        if n % k == 0 and np.array_equal(members, np.repeat(np.arange(k), n // k)):
-            # Rows already in equal blocks per member (how a TS-inf planner lays out its particles): a reshape.
-            mean, logvar = self.ensemble(x.reshape(k, n // k, -1), self.ensemble.elite_idx)
-            y = mean.reshape(n, -1).double()
-            if not deterministic:
-                assert rng is not None
-                noise = self._tensor(rng.standard_normal(y.shape))
-                y = y + torch.exp(0.5 * logvar.reshape(n, -1).double()) * noise
-        else:
-            # Group the rows by member into [K, M, in] (M = the largest group; shorter groups padded with zeros).
-            order = np.argsort(members, kind="stable")
-            grouped = members[order]
-            counts = np.bincount(grouped, minlength=k)
-            slot = np.arange(n) - (np.cumsum(counts) - counts)[grouped]
-            width = int(counts.max()) if n else 0
-            xg = x.new_zeros((k, width, x.shape[1]))
-            g_t, s_t, order_t = self._tensor(grouped), self._tensor(slot), self._tensor(order)
-            xg[g_t, s_t] = x[order_t]
-            mean, logvar = self.ensemble(xg, self.ensemble.elite_idx)
-            y_sorted = mean[g_t, s_t].double()
-            if not deterministic:
-                assert rng is not None
-                noise = self._tensor(rng.standard_normal(y_sorted.shape))
-                y_sorted = y_sorted + torch.exp(0.5 * logvar[g_t, s_t].double()) * noise
-            y = torch.empty_like(y_sorted)
-            y[order_t] = y_sorted
+        mean, logvar, prob = self._grouped(x, members)
+        y = mean.double()
+        if not deterministic:
+            assert rng is not None
+            y = y + torch.exp(0.5 * logvar.double()) * self._tensor(rng.standard_normal(y.shape))
         y_np = self.output_normalizer.denormalize(y).cpu().numpy()
-        terminated_prob = None
-        if self.termination is not None:
-            logits = self.termination(x.unsqueeze(0).expand(self.cfg.ensemble_size, -1, -1))
-            member_ids = self.ensemble.elite_idx[self._tensor(members)]
-            rows = torch.arange(n, device=self.device)
-            terminated_prob = torch.sigmoid(logits[member_ids, rows]).double().cpu().numpy()
         return ModelStep(
             next_obs=obs64 + y_np[:, 1:],
             reward=y_np[:, 0].copy(),
-            terminated_prob=terminated_prob,
+            terminated_prob=None if prob is None else prob.double().cpu().numpy(),
             disagreement=np.full(n, np.nan),
             finite=np.isfinite(y_np).all(axis=1),
         )
+
+    def propagator(self, members: torch.Tensor | np.ndarray | None = None) -> MemberPropagator:
+        """The weights of the given elites frozen as float32 tensors, for a planner's many steps on one model.
+
+        Args:
+            members: ``[S]`` indices into the elites, one per slot of the propagator's batches (a member may fill
+                several slots); ``None``: every elite once, in elite order.
+        """
+        k = self.num_elites
+        idx = torch.arange(k) if members is None else torch.as_tensor(np.asarray(members), dtype=torch.long)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= k):
+            raise ValueError(f"member indices must lie in [0, {k}), got [{int(idx.min())}, {int(idx.max())}]")
+        return MemberPropagator(self, self.ensemble.elite_idx.cpu()[idx])
 
     @torch.no_grad()
     def predict_expected(self, obs: np.ndarray, actions: np.ndarray) -> ModelStep:

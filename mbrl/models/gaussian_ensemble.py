@@ -130,12 +130,15 @@ class GaussianEnsemble(nn.Module):
         logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
         return mean, logvar
 
-    def loss(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def loss(self, x: torch.Tensor, target: torch.Tensor, weight_decay: bool = True) -> torch.Tensor:
         """Training loss: sum over members of the NLL, plus the log-variance bound penalty and per-layer weight decay.
 
         Args:
             x: ``[E, N, in_dim]``.
             target: ``[E, N, out_dim]``.
+            weight_decay: Add :meth:`decay_penalty`. An optimizer that applies the same L2 terms itself (Adam's
+                ``weight_decay`` per parameter group, :meth:`decay_groups`: the gradient ``wd * W`` of
+                ``wd / 2 ||W||^2``) leaves it out and saves its small ops on every step.
 
         Returns:
             A scalar.
@@ -143,7 +146,20 @@ class GaussianEnsemble(nn.Module):
         mean, logvar = self(x)
         loss = gaussian_nll(mean, logvar, target).sum()
         loss = loss + LOGVAR_BOUND_PENALTY * (self.max_logvar.sum() - self.min_logvar.sum())
-        return loss + self.decay_penalty()
+        return loss + self.decay_penalty() if weight_decay else loss
+
+    def decay_groups(self) -> list[dict[str, object]]:
+        """Parameter groups for ``torch.optim.Adam`` whose ``weight_decay`` reproduces :meth:`decay_penalty`'s
+        gradient: one group per decayed layer weight, one undecayed group for biases and log-variance bounds."""
+        layers = [*self.hidden, self.output]
+        groups: list[dict[str, object]] = []
+        decayed: set[int] = set()
+        for decay, layer in zip(self.weight_decays, layers, strict=True):
+            if decay:
+                groups.append({"params": [layer.weight], "weight_decay": float(decay)})
+                decayed.add(id(layer.weight))
+        rest = [p for p in self.parameters() if id(p) not in decayed]
+        return [*groups, {"params": rest, "weight_decay": 0.0}]
 
     def decay_penalty(self) -> torch.Tensor:
         """``sum_l wd_l * 0.5 * ||W_l||^2`` over layers (biases are not decayed), summed over members."""

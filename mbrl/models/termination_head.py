@@ -33,12 +33,13 @@ class TerminationHead(nn.Module):
             ]
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``[E, N]`` for inputs ``[E, N, in_dim]``."""
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``[E, N]`` for inputs ``[E, N, in_dim]``; with ``members`` (``LongTensor[K]``), ``x`` is
+        ``[K, N, in_dim]``, slot ``k`` runs through member ``members[k]`` only and the logits are ``[K, N]``."""
         h = x
         for layer in self.layers[:-1]:
-            h = F.silu(layer(h))
-        return self.layers[-1](h).squeeze(-1)
+            h = F.silu(layer(h, members))
+        return self.layers[-1](h, members).squeeze(-1)
 
     def loss(self, x: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
         """Binary cross-entropy per member, ``[E]``, for inputs ``[E, N, in_dim]`` and 0/1 targets ``[E, N]``."""

@@ -380,7 +380,12 @@ class TrueAcrobotModel(ExactSimulatorModel):
     # --- the DynamicsModel interface --------------------------------------------------------------------------
 
     def predict(
-        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
     ) -> ModelStep:
         """One exact step of the environment for each of ``N`` (observation, action) pairs.
 
@@ -391,6 +396,7 @@ class TrueAcrobotModel(ExactSimulatorModel):
             rng: Draws torque noise when ``torque_noise_max > 0`` and not ``deterministic``; otherwise unused
                 (nothing is drawn, so the caller's generator advances exactly as without a model call).
             deterministic: Skip the torque noise (irrelevant at the default ``torque_noise_max = 0``).
+            disagreement_rows: Unused (a single exact model has no disagreement to compute).
 
         Returns:
             A :class:`~mbrl.models.dynamics.ModelStep` with ``next_obs [N, 6]`` (float64), ``reward [N]`` (-1, or 0
@@ -526,7 +532,12 @@ class TruePendulumModel(ExactSimulatorModel):
         return TruePendulumModel(**params, max_torque=self.max_torque, num_actions=self.action_dim, angle_offset=offset)
 
     def predict(
-        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
     ) -> ModelStep:
         """One step of this model's physics for each of ``N`` (observation, action) pairs.
 
@@ -535,6 +546,7 @@ class TruePendulumModel(ExactSimulatorModel):
             actions: ``[N]`` (or ``[N, 1]``) integer actions, indices into ``torques``.
             rng: Unused (the dynamics are deterministic; nothing is drawn).
             deterministic: Unused.
+            disagreement_rows: Unused (a single exact model has no disagreement to compute).
 
         Returns:
             A :class:`~mbrl.models.dynamics.ModelStep` with ``next_obs [N, 3]`` (float64), ``reward [N]``,

@@ -11,18 +11,24 @@ warm start: the previous plan shifted by one step, :class:`planning.mpc.planner.
 * :class:`MPPIOptimizer`: model-predictive path integral control (Williams et al. 2017), in the form of PDDM
   (Nagabandi et al. 2019): temporally smoothed Gaussian perturbations of the mean, averaged with weights
   ``exp((R - max R) / lambda)``; it returns the weighted mean.
+
+Both run in float32 torch on the objective's device: sequences, noise (from a CPU ``torch.Generator``, so a seeded
+plan is the same on every device), elite selection and updates never leave torch, and the only host synchronization
+per iteration is CEM's best-so-far comparison.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-#: Scores candidate sequences ``[C, H, act_dim] -> [C]`` (higher is better).
-Objective = Callable[[np.ndarray], np.ndarray]
+#: Scores candidate sequences ``[C, H, act_dim] -> [C]`` (float32 tensors; higher is better).
+Objective = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _as_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,12 +41,17 @@ def _as_bounds(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.nda
     return lo, hi
 
 
-def _finite_scores(values: np.ndarray, count: int) -> np.ndarray:
+def _finite_scores(values: torch.Tensor, count: int) -> torch.Tensor:
     """The objective's values as ``[count]`` floats; NaN counts as the worst possible value."""
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    values = torch.as_tensor(values).reshape(-1)
     if values.shape[0] != count:
         raise ValueError(f"the objective returned {values.shape[0]} values for {count} candidates")
-    return np.where(np.isnan(values), -np.inf, values)
+    return torch.where(torch.isnan(values), -torch.inf, values)
+
+
+def _noise(shape: tuple[int, ...], generator: torch.Generator, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal draws from the CPU ``generator``, moved to ``like``'s device."""
+    return torch.randn(shape, generator=generator, dtype=torch.float32).to(like.device)
 
 
 class ActionSequenceOptimizer(ABC):
@@ -59,20 +70,25 @@ class ActionSequenceOptimizer(ABC):
         """Width of one action."""
         return int(self.lower.shape[0])
 
-    def _check_initial(self, initial: np.ndarray) -> np.ndarray:
-        initial = np.asarray(initial, dtype=np.float64)
-        if initial.ndim != 2 or initial.shape[1] != self.action_dim or initial.shape[0] < 1:
-            raise ValueError(f"initial sequence must have shape [H >= 1, {self.action_dim}], got {initial.shape}")
-        return np.clip(initial, self.lower, self.upper)
+    def _check_initial(self, initial: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The clipped warm start (float32) and the bounds as tensors on its device."""
+        initial = torch.as_tensor(initial, dtype=torch.float32)
+        if initial.dim() != 2 or initial.shape[1] != self.action_dim or initial.shape[0] < 1:
+            raise ValueError(
+                f"initial sequence must have shape [H >= 1, {self.action_dim}], got {tuple(initial.shape)}"
+            )
+        lower = torch.as_tensor(self.lower, dtype=torch.float32, device=initial.device)
+        upper = torch.as_tensor(self.upper, dtype=torch.float32, device=initial.device)
+        return torch.clamp(initial, lower, upper), lower, upper
 
     @abstractmethod
-    def optimize(self, objective: Objective, initial: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Return the chosen sequence ``[H, act_dim]`` (``H = len(initial)``), inside the bounds.
+    def optimize(self, objective: Objective, initial: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Return the chosen sequence ``[H, act_dim]`` (float32, ``H = len(initial)``), inside the bounds.
 
         Args:
             objective: Scores a batch of candidate sequences.
-            initial: ``[H, act_dim]`` starting mean (the warm start).
-            rng: Generator for the sampled candidates.
+            initial: ``[H, act_dim]`` starting mean (the warm start), on the device the plan runs on.
+            generator: CPU generator for the sampled candidates.
         """
 
 
@@ -118,25 +134,26 @@ class CEMOptimizer(ActionSequenceOptimizer):
             raise ValueError(f"CEM needs 0 < elite_fraction <= 1 and 0 <= momentum < 1, got {self.cfg}")
         self.num_elites = max(1, round(self.cfg.elite_fraction * self.cfg.population))
 
-    def optimize(self, objective: Objective, initial: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def optimize(self, objective: Objective, initial: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Iterate sample / select / refit; return the best sequence seen or the final mean (``return_mean``)."""
         cfg = self.cfg
-        mean = self._check_initial(initial)
-        std = np.broadcast_to(cfg.initial_std_fraction * (self.upper - self.lower), mean.shape).copy()
-        best, best_value = mean.copy(), -np.inf
+        mean, lower, upper = self._check_initial(initial)
+        std = (cfg.initial_std_fraction * (upper - lower)).expand_as(mean)
+        best, best_value = mean, -math.inf
         for _ in range(cfg.iterations):
             # Gaussian draws cut at two standard deviations, then clipped into the box. PETS instead shrinks the
             # spread to half the distance to the nearer bound, which keeps samples inside but stalls the mean short
             # of a bound, where the optimum often lies (bang-bang torques on Pendulum): clipping reaches it.
-            z = np.clip(rng.standard_normal((cfg.population, *mean.shape)), -2.0, 2.0)
-            samples = np.clip(mean + std * z, self.lower, self.upper)
-            values = _finite_scores(objective(samples), cfg.population)
-            elite_idx = np.argsort(values, kind="stable")[-self.num_elites :]
+            z = _noise((cfg.population, *mean.shape), generator, mean).clamp_(-2.0, 2.0)
+            samples = torch.clamp(mean + std * z, lower, upper)
+            values = _finite_scores(objective(samples), cfg.population).to(samples.device)
+            top_values, elite_idx = torch.topk(values, self.num_elites)  # best first
             elites = samples[elite_idx]
-            if values[elite_idx[-1]] > best_value:
-                best_value, best = float(values[elite_idx[-1]]), samples[elite_idx[-1]].copy()
-            mean = cfg.momentum * mean + (1.0 - cfg.momentum) * elites.mean(axis=0)
-            std = cfg.momentum * std + (1.0 - cfg.momentum) * elites.std(axis=0)
+            top = float(top_values[0])
+            if top > best_value:
+                best_value, best = top, elites[0]
+            mean = cfg.momentum * mean + (1.0 - cfg.momentum) * elites.mean(dim=0)
+            std = cfg.momentum * std + (1.0 - cfg.momentum) * elites.std(dim=0, unbiased=False)
         return mean if cfg.return_mean else best
 
 
@@ -177,22 +194,22 @@ class MPPIOptimizer(ActionSequenceOptimizer):
         if self.cfg.temperature <= 0 or not 0.0 < self.cfg.smoothing <= 1.0:
             raise ValueError(f"MPPI needs temperature > 0 and 0 < smoothing <= 1, got {self.cfg}")
 
-    def optimize(self, objective: Objective, initial: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def optimize(self, objective: Objective, initial: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Iterate perturb / score / reweight and return the weighted mean (see :class:`ActionSequenceOptimizer`)."""
         cfg = self.cfg
-        mean = self._check_initial(initial)
-        sigma = cfg.noise_std_fraction * (self.upper - self.lower)
+        mean, lower, upper = self._check_initial(initial)
+        sigma = cfg.noise_std_fraction * (upper - lower)
         for _ in range(cfg.iterations):
-            eps = rng.standard_normal((cfg.population, *mean.shape)) * sigma
+            eps = _noise((cfg.population, *mean.shape), generator, mean) * sigma
             for t in range(1, mean.shape[0]):  # temporally correlated noise: smoother, more plausible controls
                 eps[:, t] = cfg.smoothing * eps[:, t] + (1.0 - cfg.smoothing) * eps[:, t - 1]
-            samples = np.clip(mean + eps, self.lower, self.upper)
-            values = _finite_scores(objective(samples), cfg.population)
-            finite = np.isfinite(values)
-            if not finite.any():
+            samples = torch.clamp(mean + eps, lower, upper)
+            values = _finite_scores(objective(samples), cfg.population).to(samples.device)
+            finite = torch.isfinite(values)
+            if not bool(finite.any()):
                 continue  # every candidate failed: keep the mean
-            spread = float(values[finite].std())
+            spread = float(values[finite].std(unbiased=False))
             scale = cfg.temperature * (spread if spread > 0 else 1.0)
-            weights = np.where(finite, np.exp((values - values[finite].max()) / scale), 0.0)
-            mean = np.tensordot(weights / weights.sum(), samples, axes=1)
-        return np.clip(mean, self.lower, self.upper)
+            weights = torch.where(finite, torch.exp((values - values[finite].max()) / scale), 0.0)
+            mean = torch.tensordot(weights / weights.sum(), samples, dims=1)
+        return torch.clamp(mean, lower, upper)

@@ -43,7 +43,7 @@ from mbrl.rewards import known_env_names as known_reward_envs
 from mbrl.rewards import reward_fn
 from meta.control import RolloutLengthController, make_controller
 from planning.mpc.optimizers import ActionSequenceOptimizer, CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
-from planning.mpc.planner import MPCPlanner
+from planning.mpc.planner import MPCPlanner, planner_generator
 from planning.mpc.trajectories import PROPAGATIONS, TrajectoryEvaluator
 from rolloutlab.config import load_config_or_defaults, to_dict
 
@@ -55,8 +55,9 @@ REWARD_SOURCES = ("known", "model")
 def _pets_model_config() -> ModelConfig:
     # PETS's ensemble of 5 probabilistic networks, narrower than MBPO's 7x4x200: the planner evaluates
     # population x particles rows per step, and 3 layers of 64 keep a CEM step near 20 ms on one CPU core while
-    # fitting Pendulum and InvertedPendulum's smooth dynamics (see docs/pets.md for the measured cost).
-    return ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
+    # fitting Pendulum and InvertedPendulum's smooth dynamics (see docs/pets.md for the measured cost). Fused Adam:
+    # the fits of the float32 planner's committed runs (experiments/mbrl/results/pets_float32.json).
+    return ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3, fused_optimizer=True)
 
 
 @dataclass
@@ -86,7 +87,8 @@ class PETSConfig:
         log_every: Env steps between logger dumps.
         device: Where the world model fits and predicts (every planning step's batched model calls): ``cpu`` (the
             default, the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
-            (:func:`rolloutlab.device.resolve_device`). The optimizer, rewards and termination stay numpy.
+            (:func:`rolloutlab.device.resolve_device`). The planner computes there too (float32 torch); the known
+            rewards and terminations are numpy on the CPU, and the random draws come from a CPU generator.
         cem: CEM settings (used when ``optimizer == "cem"``).
         mppi: MPPI settings (used when ``optimizer == "mppi"``).
         model: World-model settings.
@@ -211,9 +213,7 @@ class PETS(ModelBasedRun[PETSConfig]):
             sample_noise=cfg.sample_noise,
         )
         self.horizon = first_horizon  # in force until the first fit's decision
-        self.planner = MPCPlanner(
-            self.evaluator, self._optimizer(), self.horizon, np.random.default_rng([cfg.seed, 31_337])
-        )
+        self.planner = MPCPlanner(self.evaluator, self._optimizer(), self.horizon, planner_generator(cfg.seed, 31_337))
         self.evaluations = 0
         self.eval_seconds = 0.0
         self.fit_seconds = 0.0
@@ -281,7 +281,7 @@ class PETS(ModelBasedRun[PETSConfig]):
             self.evaluator,
             self.planner.optimizer,
             self.horizon,
-            np.random.default_rng([self.cfg.seed, 10_000, self.evaluations]),
+            planner_generator(self.cfg.seed, 10_000, self.evaluations),
         )
         # Before the first fit the planner has no model: uniform actions from this evaluation's own generator.
         random_actions = np.random.default_rng([self.cfg.seed, 10_001, self.evaluations])
@@ -341,7 +341,7 @@ class PETS(ModelBasedRun[PETSConfig]):
         }
 
     def _generators(self) -> dict[str, np.random.Generator | torch.Generator]:
-        return {"run": self.rng, "planner": self.planner.rng}
+        return {"run": self.rng, "planner": self.planner.generator}
 
     def _counters(self) -> dict[str, int | float]:
         return {

@@ -2,7 +2,8 @@
 
 :class:`TrajectoryEvaluator` simulates every candidate sequence from the current state with ``num_particles``
 particles and returns the mean of their returns, in one batched model call per step for all candidates and particles
-together (``C * P`` rows). How a particle moves through the ensemble is the *propagation* of Chua et al. 2018 (sec. 5):
+together (``P x C`` rows), in float32 torch. How a particle moves through the ensemble is the *propagation* of Chua
+et al. 2018 (sec. 5):
 
 * ``"tsinf"`` (TS-inf): each particle follows one elite for the whole horizon; particle ``p`` of ``P`` of every
   candidate uses elite ``floor(p K / P)`` (the particles spread evenly over the ``K`` elites), so all candidates are
@@ -10,25 +11,53 @@ together (``C * P`` rows). How a particle moves through the ensemble is the *pro
 * ``"ts1"`` (TS-1): each particle draws a fresh elite at every step;
 * ``"expectation"``: one particle moves by the elites' mean prediction, without sampling (PETS's "E" baseline).
 
-With ``sample_noise`` the members' Gaussians are sampled (aleatoric noise, PETS's default); without it each member
-moves by its mean, which makes the scores a deterministic function of the sequences. Rewards come from a known
-reward function of ``(obs, action, next_obs)`` (``mbrl.rewards``) or, when none is given, from the model's own
-reward output. A particle that terminates collects no reward after the terminating step; a non-finite prediction
-scores the particle :data:`NONFINITE_RETURN` (as mbrl-lib does), so such a sequence is never chosen.
+The members' weights are gathered once per plan (:meth:`TrajectoryEvaluator.objective`, a
+:class:`~mbrl.models.MemberPropagator`), and every candidate of every optimizer iteration is scored on them. With
+``sample_noise`` the members' Gaussians are sampled (aleatoric noise, PETS's default) from the planner's
+``torch.Generator``; without it each member moves by its mean, which makes the scores a deterministic function of the
+sequences. Rewards come from a known reward function of ``(obs, action, next_obs)`` (``mbrl.rewards``, numpy, called
+once per step on all rows) or, when none is given, from the model's own reward output. A particle that terminates
+collects no reward after the terminating step; a non-finite prediction scores the particle :data:`NONFINITE_RETURN`
+(as mbrl-lib does), so such a sequence is never chosen.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 
 from mbrl.rewards import RewardFn
-from mbrl.termination import TerminationFn
+from mbrl.termination import TerminationFn, never, takes_tensors
 
 PROPAGATIONS = ("tsinf", "ts1", "expectation")
 #: Return given to a particle whose prediction became NaN or infinite.
 NONFINITE_RETURN = -1e10
+
+#: Scores candidate sequences ``[C, H, act_dim]`` (float32) with one value each, ``[C]`` (higher is better).
+Objective = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Propagator(Protocol):
+    """One model step of many rows, slot by slot (``mbrl.models.MemberPropagator`` provides it)."""
+
+    device: torch.device
+
+    def forward(
+        self, state: torch.Tensor, action: torch.Tensor, spread: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each slot's Gaussian ``(mean, std)``, ``[S, N, obs_dim + 1]`` in environment units (``std`` only with
+        ``spread``)."""
+
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(next_state [S, N, obs_dim], reward [S, N])`` of every row through its slot's member."""
+
+    def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor | None:
+        """Learned termination probability ``[S, N]``, or ``None`` without a termination head."""
 
 
 class EnsemblePredictor(Protocol):
@@ -41,18 +70,8 @@ class EnsemblePredictor(Protocol):
     def num_elites(self) -> int:
         """Number of members particles can follow."""
 
-    def predict_members(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        members: np.ndarray,
-        rng: np.random.Generator | None = None,
-        deterministic: bool = False,
-    ) -> Any:
-        """One step per sample through the given elite: ``next_obs``, ``reward``, ``terminated_prob``, ``finite``."""
-
-    def predict_expected(self, obs: np.ndarray, actions: np.ndarray) -> Any:
-        """One step by the elites' mean prediction."""
+    def propagator(self, members: Any = None) -> Propagator:
+        """The given elites' weights (``[S]`` elite indices, ``None``: every elite once), frozen for one plan."""
 
 
 class TrajectoryEvaluator:
@@ -96,66 +115,148 @@ class TrajectoryEvaluator:
         self.sample_noise = bool(sample_noise) and propagation != "expectation"
         self.discount = float(discount)
 
-    def returns(self, obs: np.ndarray, sequences: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Mean return over particles of each candidate sequence.
+    def objective(self, obs: np.ndarray, generator: torch.Generator) -> Objective:
+        """The scoring function of one plan from ``obs``: the members' weights are gathered here, once.
+
+        Args:
+            obs: ``[obs_dim]`` the state to plan from.
+            generator: CPU generator for member draws (TS-1) and sampling noise.
+
+        Returns:
+            ``fn(sequences [C, H, act_dim]) -> [C]`` mean returns (float32, on the model's device).
+        """
+        obs = np.asarray(obs, dtype=np.float64).reshape(-1)
+        if obs.shape[0] != self.model.obs_dim:
+            raise ValueError(f"the model expects {self.model.obs_dim}-dim observations, got {obs.shape[0]}")
+        k, p = self.model.num_elites, self.num_particles
+        if self.propagation == "tsinf":
+            # Slot p is particle p, on elite floor(p K / P): the weights of a member filling several slots are
+            # repeated, which keeps every step one batched matmul whatever P and K.
+            propagator = self.model.propagator((np.arange(p) * k) // p)
+        else:
+            propagator = self.model.propagator(None)
+        start = torch.as_tensor(obs, dtype=torch.float32, device=propagator.device)
+
+        def score(sequences: torch.Tensor) -> torch.Tensor:
+            return self._returns(propagator, start, sequences, generator)
+
+        return score
+
+    def returns(self, obs: np.ndarray, sequences: np.ndarray | torch.Tensor, generator: torch.Generator) -> np.ndarray:
+        """Mean return over particles of each candidate sequence (one plan's :meth:`objective`, called once).
 
         Args:
             obs: ``[obs_dim]`` the state to plan from.
             sequences: ``[C, H, act_dim]`` candidate action sequences (already inside the action bounds).
-            rng: Generator for member draws (TS-1) and sampling noise.
+            generator: CPU generator for member draws (TS-1) and sampling noise.
 
         Returns:
             ``[C]`` mean returns.
         """
-        obs = np.asarray(obs, dtype=np.float64).reshape(-1)
-        sequences = np.asarray(sequences, dtype=np.float64)
-        if sequences.ndim != 3:
-            raise ValueError(f"sequences must have shape [C, H, act_dim], got {sequences.shape}")
-        if obs.shape[0] != self.model.obs_dim:
-            raise ValueError(f"the model expects {self.model.obs_dim}-dim observations, got {obs.shape[0]}")
+        seqs = torch.as_tensor(np.asarray(sequences), dtype=torch.float32)
+        return self.objective(obs, generator)(seqs).double().cpu().numpy()
+
+    def _returns(
+        self, prop: Propagator, obs: torch.Tensor, sequences: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        if sequences.dim() != 3:
+            raise ValueError(f"sequences must have shape [C, H, act_dim], got {tuple(sequences.shape)}")
         if sequences.shape[2] != self.model.action_dim:
             raise ValueError(f"the model expects {self.model.action_dim}-dim actions, got {sequences.shape[2]}")
-        c, h, _ = sequences.shape
-        p = self.num_particles
-        n = c * p
-        state = np.broadcast_to(obs, (n, obs.shape[0])).copy()
-        # Particle-major rows: row r is particle r // C of candidate r % C, so that the rows of one member form one
-        # contiguous block (the model then runs each member on its block without regrouping).
-        actions = np.tile(sequences, (p, 1, 1))
-        members = np.repeat((np.arange(p) * self.model.num_elites) // p, c)
-        total = np.zeros(n)
-        alive = np.ones(n, dtype=bool)
-        broken = np.zeros(n, dtype=bool)
+        sequences = sequences.to(device=prop.device, dtype=torch.float32)
+        c, h, act_dim = sequences.shape
+        p, k, out = self.num_particles, self.model.num_elites, self.model.obs_dim + 1
+        # The whole horizon's random numbers in one call each (fewer, larger draws than one per step).
+        noise = None
+        if self.sample_noise:
+            noise = torch.randn((h, p, c, out), generator=generator).to(prop.device)
+        picks = None
+        if self.propagation == "ts1":
+            picks = torch.randint(0, k, (h, p * c), generator=generator).to(prop.device)
+        # Rows [P, C]: particle-major, so that slot p of the propagator is particle p.
+        state = obs.expand(p, c, obs.shape[0])
+        total = torch.zeros(p, c, device=prop.device)
+        alive = torch.ones(p, c, dtype=torch.bool, device=prop.device)
+        broken = torch.zeros(p, c, dtype=torch.bool, device=prop.device)
         weight = 1.0
         for t in range(h):
-            action = actions[:, t]
-            if self.propagation == "expectation":
-                step = self.model.predict_expected(state, action)
+            action = sequences[:, t].expand(p, c, act_dim)
+            step_noise = None if noise is None else noise[t]
+            if self.propagation == "tsinf":
+                next_obs, reward = prop.step(state, action, step_noise)
+                prob = prop.terminated_prob(state, action) if self.termination_fn is None else None
             else:
-                if self.propagation == "ts1":
-                    members = rng.integers(0, self.model.num_elites, size=n)
-                step = self.model.predict_members(state, action, members, rng, deterministic=not self.sample_noise)
-            next_obs = np.asarray(step.next_obs, dtype=np.float64)
-            finite = np.isfinite(next_obs).all(axis=1)
+                next_obs, reward, prob = self._mixed_step(prop, state, action, step_noise, picks, t)
             if self.reward_fn is not None:
-                reward = np.asarray(self.reward_fn(state, action, next_obs), dtype=np.float64).reshape(-1)
-            else:
-                reward = np.asarray(step.reward, dtype=np.float64).reshape(-1)
-            finite &= np.isfinite(reward)
+                reward = self._known(self.reward_fn, state, action, next_obs).float()
+            finite = torch.isfinite(next_obs).all(dim=-1) & torch.isfinite(reward)
+            # A particle whose prediction broke scores NONFINITE_RETURN and stops; its later (NaN) values are
+            # masked out of the total by `alive`.
             broken |= alive & ~finite
-            next_obs = np.where(finite[:, None], next_obs, state)
-            total += weight * np.where(alive & finite, reward, 0.0)
-            alive &= finite & ~self._terminated(state, action, next_obs, step.terminated_prob)
+            alive = alive & finite
+            total += weight * torch.where(alive, reward, 0.0)
+            done = self._terminated(state, action, next_obs, prob)
+            if done is not None:
+                alive = alive & ~done
+                if not bool(alive.any()):
+                    break
             weight *= self.discount
             state = next_obs
-            if not alive.any():
-                break
-        total = np.where(broken, NONFINITE_RETURN, total)
-        return total.reshape(p, c).mean(axis=0)
+        total = torch.where(broken, NONFINITE_RETURN, total)
+        return total.mean(dim=0)
 
-    def _terminated(self, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray, prob: Any) -> np.ndarray:
+    def _mixed_step(
+        self,
+        prop: Propagator,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        noise: torch.Tensor | None,
+        picks: torch.Tensor | None,
+        t: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """TS-1 (a fresh elite per row) or the expectation: every elite on every row, then one picked or averaged."""
+        p, c, d = state.shape
+        k = self.model.num_elites
+        rows_state = state.reshape(1, p * c, d).expand(k, -1, -1)
+        rows_action = action.reshape(1, p * c, -1).expand(k, -1, -1)
+        mean, std = prop.forward(rows_state, rows_action, spread=noise is not None)
+        probs = prop.terminated_prob(rows_state, rows_action) if self.termination_fn is None else None
+        if picks is None:
+            # The expectation: the elites' average prediction (their means are in environment units already).
+            y = mean.mean(dim=0)
+            prob = None if probs is None else probs.mean(dim=0)
+        else:
+            pick = picks[t].reshape(1, -1, 1)
+            y = mean.gather(0, pick.expand(1, -1, mean.shape[-1]))[0]
+            if noise is not None and std is not None:
+                spread = std.gather(0, pick.expand(1, -1, std.shape[-1]))[0]
+                y = torch.addcmul(y, spread, noise.reshape(p * c, -1))
+            prob = None if probs is None else probs.gather(0, pick[..., 0])[0]
+        y = y.reshape(p, c, -1)
+        return state + y[..., 1:], y[..., 0], None if prob is None else prob.reshape(p, c)
+
+    @staticmethod
+    def _known(
+        fn: Callable[..., Any], state: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
+    ) -> torch.Tensor:
+        """A known reward or termination function on ``[P, C, d]`` tensors: directly where it takes tensors (the
+        ``mbrl`` functions), else on numpy rows."""
+        if takes_tensors(fn):
+            return torch.as_tensor(fn(state, action, next_obs))
+        value = np.asarray(fn(*_as_rows(state, action, next_obs)))
+        return torch.as_tensor(value).reshape(state.shape[:-1]).to(state.device)
+
+    def _terminated(
+        self, state: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor, prob: torch.Tensor | None
+    ) -> torch.Tensor | None:
+        """Which particles this step ends, ``[P, C]`` bool; ``None`` where nothing can end (no check needed)."""
+        if self.termination_fn is never:
+            return None
         if self.termination_fn is not None:
-            return np.asarray(self.termination_fn(obs, action, next_obs), dtype=bool).reshape(-1)
-        if prob is not None:
-            return np.asarray(prob).reshape(-1) > 0.5
-        return np.zeros(obs.shape[0], dtype=bool)
+            return self._known(self.termination_fn, state, action, next_obs).bool()
+        return None if prob is None else prob > 0.5
+
+
+def _as_rows(*tensors: torch.Tensor) -> list[np.ndarray]:
+    """``[P, C, d]`` tensors as ``[P * C, d]`` numpy arrays: the batch layout of ``mbrl.rewards`` functions."""
+    return [t.reshape(-1, t.shape[-1]).cpu().numpy() for t in tensors]

@@ -223,9 +223,15 @@ def test_deterministic_rollouts_step_with_the_elite_mean() -> None:
     algo = BatchedDynaDQN(_envs(1), _tiny_cfg(deterministic_rollouts=True), seed=0)
     predict = algo.models[0].predict
 
-    def recording(obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False):
+    def recording(
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
+    ):
         calls.append(deterministic)
-        return predict(obs, actions, rng, deterministic=deterministic)
+        return predict(obs, actions, rng, deterministic=deterministic, disagreement_rows=disagreement_rows)
 
     algo.models[0].predict = recording  # type: ignore[method-assign]
     algo.run_phase([2])

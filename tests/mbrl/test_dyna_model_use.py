@@ -51,7 +51,7 @@ class GrowingDisagreement(TruePendulumModel):
     """A model whose disagreement grows by 1 per step along every rollout: ``dtheta`` grows by 1 per model step and the
     disagreement is ``dtheta + 11`` (> 0 on real states, where ``|dtheta| <= 8``)."""
 
-    def predict(self, obs, actions, rng, deterministic=False):  # type: ignore[no-untyped-def]
+    def predict(self, obs, actions, rng, deterministic=False, disagreement_rows=None):  # type: ignore[no-untyped-def]
         step = super().predict(obs, actions, rng, deterministic)
         obs64 = np.asarray(obs, np.float64)
         step.next_obs = obs64 + np.array([0.0, 0.0, 1.0])

@@ -2,6 +2,10 @@
 same results, bit for bit, as the uninterrupted run with the same seed (MBPO on Pendulum-v1, Dyna-DQN on CartPole-v1,
 PETS on the point mass).
 
+Only the killed run needs a process of its own; the uninterrupted run and the resume go through the same CLI in this
+process. A fresh interpreter pays the imports of torch and SB3 again (about as much CPU time as a whole tiny run), and
+on a loaded machine three of them per test ran past the subprocess time limits.
+
 The checkpoints fall inside an episode, so the resumed run has to put the episode in progress back
 (:class:`rolloutlab.run_state.EpisodeReplay`; for PETS also the planner's warm start) besides every RNG, optimizer and
 buffer.
@@ -25,6 +29,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+import planning.mpc.cli  # noqa: F401  (registers --algo pets with the mbrl app, as the rolloutlab command does)
 from mbrl.algorithms.dyna.run import CHECKPOINT_KIND as DYNA_CHECKPOINT_KIND
 from mbrl.algorithms.mbpo import CHECKPOINT_KIND
 from mbrl.cli import app
@@ -110,12 +115,15 @@ def _kill_after_first_checkpoint(command: list[str], out: Path) -> Path:
     return run_dir
 
 
+def _train_here(*args: str) -> str:
+    """Run ``mbrl train ARGS`` in this process through the CLI; return what it printed."""
+    result = CliRunner().invoke(app, ["train", *args])
+    assert result.exit_code == 0, f"{result.output[-2000:]}{result.exception!r}"
+    return result.output
+
+
 def _resume(run_dir: Path, *extra: str) -> dict[str, Any]:
-    done = subprocess.run(
-        _train(*extra, "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    _assert_resumed_in_one_log(run_dir, done.stdout)
+    _assert_resumed_in_one_log(run_dir, _train_here(*extra, "--resume", str(run_dir)))
     return dict(json.loads((run_dir / "result.json").read_text()))
 
 
@@ -142,15 +150,7 @@ def test_mbpo_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(MBPO_TINY))
     args = ["--env", "Pendulum-v1", "--steps", "400", "--checkpoint-every", "150", "--seed", "3"]
-    reference = subprocess.run(
-        _train(*args, "--config", str(config), "--out", str(tmp_path / "reference")),
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert reference.returncode == 0, reference.stderr[-2000:]
+    _train_here(*args, "--config", str(config), "--out", str(tmp_path / "reference"))
     run_dir = _kill_after_first_checkpoint(
         _train(*args, "--config", str(config), "--out", str(tmp_path / "killed")), tmp_path / "killed"
     )
@@ -172,14 +172,7 @@ def test_dyna_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(DYNA_TINY))
     args = ["--algo", "dyna", "--env", "CartPole-v1", "--steps", "600", "--controller", "fixed:2", "--seed", "4"]
-    subprocess.run(
-        _train(*args, "--config", str(config), "--out", str(tmp_path / "reference")),
-        cwd=REPO,
-        env=ENV,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        timeout=300,
-    )
+    _train_here(*args, "--config", str(config), "--out", str(tmp_path / "reference"))
     run_dir = _kill_after_first_checkpoint(
         _train(*args, "--config", str(config), "--out", str(tmp_path / "killed")), tmp_path / "killed"
     )
@@ -202,26 +195,14 @@ def test_pets_killed_mid_episode_resumes_exactly(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(PETS_TINY))
     args = ["--env", "rolloutlab/PointMass-v0", "--steps", "150", "--controller", "fixed:8", "--seed", "2"]
     args += ["--checkpoint-every", "40", "--config", str(config)]
-    subprocess.run(
-        _train_pets(*args, "--out", str(tmp_path / "reference")),
-        cwd=REPO,
-        env=ENV,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        timeout=300,
-    )
+    _train_here("--algo", "pets", *args, "--out", str(tmp_path / "reference"))
     run_dir = _kill_after_first_checkpoint(_train_pets(*args, "--out", str(tmp_path / "killed")), tmp_path / "killed")
     killed = _checkpoint(run_dir, PETS_CHECKPOINT_KIND)
     assert killed["counters"]["env_steps"] in (40, 80)
     assert killed["episode"] is not None and len(killed["episode"]["replay"]["actions"]) in (10, 20)
     assert killed["episode"]["planner"]["plan"] is not None  # the warm start of the next step
 
-    done = subprocess.run(
-        _train_pets("--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    _assert_resumed_in_one_log(run_dir, done.stdout)
-    resumed = json.loads((run_dir / "result.json").read_text())
+    resumed = _resume(run_dir, "--algo", "pets")
     expected = json.loads((_only_run_dir(tmp_path / "reference") / "result.json").read_text())
     exact = ("env_steps", "episodes", "eval", "episode_returns", "final_eval_return", "model_fits", "horizons")
     assert {k: resumed[k] for k in exact} == {k: expected[k] for k in exact}

@@ -29,13 +29,21 @@ class _CountingModel:
         self.prob = prob
 
     def predict(
-        self, obs: np.ndarray, actions: np.ndarray, rng: np.random.Generator, deterministic: bool = False
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
     ) -> _Step:
         nxt = obs + actions.reshape(-1, 1)
         if self.nan_at is not None:
             nxt[nxt[:, 0] >= self.nan_at] = np.nan
         prob = (nxt[:, 0] >= 3).astype(float) if self.prob else None
-        return _Step(nxt, nxt[:, 0].copy(), prob, np.abs(nxt[:, 0]))
+        disagreement = np.abs(nxt[:, 0])
+        if disagreement_rows is not None:
+            disagreement[disagreement_rows:] = np.nan
+        return _Step(nxt, nxt[:, 0].copy(), prob, disagreement)
 
 
 def _stop_at(limit: float):  # terminate when x' >= limit
@@ -195,3 +203,15 @@ def test_lookahead_can_step_with_the_elites_average_prediction() -> None:
     np.testing.assert_array_equal(  # a model without predict_expected (the true simulator) steps as usual
         plain.lookahead_values(start, 2, q_fn, 1, 1.0, np.random.default_rng(0), expectation=True), sampled
     )
+
+
+def test_disagreement_is_a_subsample_unless_the_rollout_cuts_on_it() -> None:
+    start = np.arange(6, dtype=np.float32)[:, None]
+    env = ModelEnv(_CountingModel(), None, obs_dim=1, action_shape=(1,), disagreement_sample=2)
+    res = env.rollout(start, _policy, 2, np.random.default_rng(0))
+    # Only the first two live samples (x' = 1, 2 then 2, 3) are scored when nothing cuts on disagreement.
+    np.testing.assert_array_equal(res.first_step_disagreement, [1.0, 2.0])
+    assert res.disagreement_by_step == [1.5, 2.5] and len(res.transitions) == 12
+    cut = env.rollout(start, _policy, 2, np.random.default_rng(0), disagreement_threshold=100.0)
+    np.testing.assert_array_equal(cut.first_step_disagreement, np.arange(1.0, 7.0))
+    assert cut.disagreement_by_step == [3.5, 4.5]

@@ -24,7 +24,7 @@ class AddAction:
     def __init__(self, bias: float = 0.0) -> None:
         self.bias = bias
 
-    def predict(self, obs, actions, rng, deterministic=False):  # type: ignore[no-untyped-def]
+    def predict(self, obs, actions, rng, deterministic=False, disagreement_rows=None):  # type: ignore[no-untyped-def]
         obs = np.asarray(obs, np.float64)
         n = obs.shape[0]
         nxt = obs + np.asarray(actions, np.float64).reshape(n, 1) + self.bias

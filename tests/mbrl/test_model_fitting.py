@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.models import DynamicsModel, ModelConfig, dynamics
 
 Transitions = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -96,9 +96,9 @@ def test_nonfinite_fit_falls_back_to_weights_and_normalizer_of_last_good_fit(mon
     # The second fit (on more data, so new normalizer statistics) diverges after a few good steps.
     real_loss, calls = model.ensemble.loss, {"n": 0}
 
-    def diverging_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def diverging_loss(x: torch.Tensor, y: torch.Tensor, **kwargs: bool) -> torch.Tensor:
         calls["n"] += 1
-        loss = real_loss(x, y)
+        loss = real_loss(x, y, **kwargs)
         return loss * math.nan if calls["n"] > 5 else loss
 
     monkeypatch.setattr(model.ensemble, "loss", diverging_loss)
@@ -156,3 +156,56 @@ def test_default_fit_is_close_to_a_long_reference_fit(n: int, reference_steps: i
     assert DYNA_ARCH.min_train_steps <= default["model/train_steps"] < reference_steps
     assert default["model/holdout_nmse"] <= 2.0 * reference["model/holdout_nmse"]
     assert reference["model/holdout_nmse"] < 0.01  # both are good models: under 1% of the target variance
+
+
+def test_small_buffers_score_the_holdout_every_few_steps_large_ones_every_epoch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = dataclasses.replace(DYNA_ARCH, max_train_steps=40, min_train_steps=0, batch_size=64, score_every_steps=8)
+    for n, steps_per_epoch, scores in ((100, 2, 5), (1000, 13, 4)):  # 80 / 800 training rows
+        model = DynamicsModel(3, 1, False, cfg, seed=0)
+        calls = {"n": 0}
+        real = model._holdout_scores
+
+        def counting(*args, real=real, calls=calls):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            return real(*args)
+
+        monkeypatch.setattr(model, "_holdout_scores", counting)
+        metrics = model.fit(*_pendulum(n, seed=4))
+        assert metrics["model/train_steps"] == 40
+        assert metrics["model/train_epochs"] == math.ceil(40 / steps_per_epoch)
+        # 40 steps: every 4 epochs of 2 steps (8 steps) vs every epoch of 13 (the last partial), plus the final score.
+        assert calls["n"] == scores + 1
+    with pytest.raises(ValueError, match="score_every_steps"):
+        DynamicsModel(3, 1, False, dataclasses.replace(cfg, score_every_steps=0))
+
+
+def test_default_fit_is_the_per_parameter_adam_bit_for_bit_and_fused_adam_is_opt_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Early stopping turns any rounding difference into another stopping step (fused Adam with the decay as parameter
+    # groups stopped the converged-fit test's default fit at 1928 steps instead of 3728), so the default must keep
+    # the arithmetic of torch.optim.Adam's per-parameter loop with the decay in the loss.
+    cfg = dataclasses.replace(DYNA_ARCH, max_train_steps=30, min_train_steps=0)
+    data = _pendulum(300, seed=5)
+    built: list[torch.optim.Adam] = []
+    real_optimizer = dynamics.fit_optimizer
+
+    def recording(params: object, lr: float, fused: bool) -> torch.optim.Adam:
+        built.append(real_optimizer(params, lr, fused))
+        return built[-1]
+
+    monkeypatch.setattr(dynamics, "fit_optimizer", recording)
+    default = DynamicsModel(3, 1, False, cfg, seed=0)
+    default.fit(*data)
+    fused = DynamicsModel(3, 1, False, dataclasses.replace(cfg, fused_optimizer=True), seed=0)
+    fused.fit(*data)
+    assert not built[0].defaults["fused"] and all(g["weight_decay"] == 0.0 for g in built[0].param_groups)
+    assert built[1].defaults["fused"] and any(g["weight_decay"] > 0.0 for g in built[1].param_groups)
+
+    monkeypatch.setattr(dynamics, "fit_optimizer", lambda params, lr, fused: torch.optim.Adam(params, lr=lr))
+    per_parameter = DynamicsModel(3, 1, False, cfg, seed=0)
+    per_parameter.fit(*data)
+    for name, value in _member_weights(per_parameter).items():
+        assert torch.equal(_member_weights(default)[name], value), name

@@ -152,7 +152,7 @@ def test_nan_loss_restores_last_good_weights(monkeypatch: pytest.MonkeyPatch) ->
     data = _linear_data(300)
     model.fit(*data)
     good = {k: v.clone() for k, v in model.ensemble.state_dict().items()}
-    monkeypatch.setattr(model.ensemble, "loss", lambda x, y: torch.tensor(float("nan"), requires_grad=True))
+    monkeypatch.setattr(model.ensemble, "loss", lambda x, y, **kw: torch.tensor(float("nan"), requires_grad=True))
     metrics = model.fit(*data)
     assert metrics["model/restored_after_nan"] == 1.0
     for key, value in model.ensemble.state_dict().items():
@@ -225,3 +225,99 @@ def test_running_a_subset_of_members_equals_slicing_the_full_ensemble() -> None:
     torch.testing.assert_close(mean, full_mean[members], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(logvar, full_logvar[members], rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(per_slot, full_mean[members, :11], rtol=1e-6, atol=1e-6)
+
+
+def test_decay_groups_give_adam_the_gradient_of_the_decay_penalty() -> None:
+    # The fit leaves the L2 penalty out of its loss and lets Adam's per-group weight_decay add wd * W to each layer's
+    # gradient instead: one step must land where the penalized loss's step lands, to float32 rounding.
+    def make() -> GaussianEnsemble:
+        return GaussianEnsemble(
+            3, 2, ensemble_size=2, hidden_size=8, num_layers=2, weight_decays=[0.5, 0.0, 2.0], num_elites=1, seed=3
+        )
+
+    x = torch.randn(2, 16, 3, generator=torch.Generator().manual_seed(0))
+    y = torch.randn(2, 16, 2, generator=torch.Generator().manual_seed(1))
+    penalized, grouped = make(), make()
+    opt_a = torch.optim.Adam(penalized.parameters(), lr=1e-2)
+    opt_b = torch.optim.Adam(grouped.decay_groups(), lr=1e-2, fused=True)
+    for model, opt, decay in ((penalized, opt_a, True), (grouped, opt_b, False)):
+        for _ in range(3):
+            opt.zero_grad()
+            model.loss(x, y, weight_decay=decay).backward()
+            opt.step()
+    for (name, a), b in zip(penalized.named_parameters(), grouped.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert sum(len(g["params"]) for g in grouped.decay_groups()) == len(list(grouped.parameters()))
+
+
+def _fitted_with_head() -> tuple[DynamicsModel, tuple[np.ndarray, ...]]:
+    cfg = ModelConfig(
+        ensemble_size=4, num_elites=3, hidden_size=16, num_layers=2, max_epochs=3, learned_termination=True
+    )
+    data = _linear_data(300)
+    model = DynamicsModel(2, 3, True, cfg, seed=0)
+    model.fit(*data)
+    return model, data
+
+
+def test_predict_through_one_elite_per_row_equals_the_whole_ensembles_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, data = _fitted_with_head()
+    obs, act = data[0][:37], data[1][:37]
+    step = model.predict(obs, act, np.random.default_rng(4))
+    # By hand from the whole ensemble: the same draws (elite per row, then noise), every member on every row.
+    rng = np.random.default_rng(4)
+    choice = rng.integers(0, model.num_elites, size=37)
+    noise = torch.as_tensor(rng.standard_normal((37, 3)))
+    x = model.input_normalizer.normalize(torch.as_tensor(model._inputs(obs, act))).float()
+    with torch.no_grad():
+        mean, logvar = model.ensemble(x)
+        logits = model.termination(x.unsqueeze(0).expand(4, -1, -1))  # type: ignore[misc]
+    member = model.ensemble.elite_idx[torch.as_tensor(choice)]
+    rows = torch.arange(37)
+    y = mean[member, rows].double() + torch.exp(0.5 * logvar[member, rows].double()) * noise
+    y = model.output_normalizer.denormalize(y).numpy()
+    np.testing.assert_allclose(step.next_obs, obs + y[:, 1:], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(step.reward, y[:, 0], rtol=1e-5, atol=1e-5)
+    assert step.terminated_prob is not None
+    np.testing.assert_allclose(step.terminated_prob, torch.sigmoid(logits[member, rows]).numpy(), rtol=1e-5)
+    elite_mean = mean[model.ensemble.elite_idx]
+    np.testing.assert_allclose(step.disagreement, elite_mean.std(dim=0, unbiased=False).mean(dim=-1), rtol=1e-5)
+    # Chunks change nothing but the batching (the draws come first); a disagreement subsample leaves NaN behind it.
+    monkeypatch.setattr("mbrl.models.dynamics.PREDICT_CHUNK", 5)
+    chunked = model.predict(obs, act, np.random.default_rng(4), disagreement_rows=10)
+    np.testing.assert_allclose(chunked.next_obs, step.next_obs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(chunked.disagreement[:10], step.disagreement[:10], rtol=1e-5)
+    assert np.isnan(chunked.disagreement[10:]).all()
+
+
+def test_propagator_steps_as_predict_members_in_float32() -> None:
+    cfg = ModelConfig(
+        ensemble_size=4, num_elites=3, hidden_size=16, num_layers=2, max_epochs=3, learned_termination=True
+    )
+    rng = np.random.default_rng(0)
+    obs, act = rng.normal(size=(300, 2)), rng.uniform(-1, 1, size=(300, 1))
+    model = DynamicsModel(2, 1, False, cfg, seed=0)
+    model.fit(obs, act, -(obs**2).sum(axis=1), obs + 0.1 * act, obs[:, 0] > 1.5)
+    members = np.array([2, 0, 0, 1])
+    prop = model.propagator(members)
+    state = torch.as_tensor(obs[:40], dtype=torch.float32).reshape(4, 10, 2)
+    action = torch.as_tensor(act[:40], dtype=torch.float32).reshape(4, 10, 1)
+    next_state, reward = prop.step(state, action)
+    expected = model.predict_members(obs[:40], act[:40], np.repeat(members, 10), deterministic=True)
+    np.testing.assert_allclose(next_state.reshape(40, 2).numpy(), expected.next_obs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(reward.reshape(40).numpy(), expected.reward, rtol=1e-4, atol=1e-5)
+    prob = prop.terminated_prob(state, action)
+    assert prob is not None and expected.terminated_prob is not None
+    np.testing.assert_allclose(prob.reshape(40).numpy(), expected.terminated_prob, rtol=1e-4, atol=1e-6)
+    # Sampling adds std * noise, std in environment units.
+    mean, std = prop.forward(state, action)
+    assert std is not None and bool((std > 0).all())
+    noise = torch.randn(4, 10, 3, generator=torch.Generator().manual_seed(0))
+    sampled, sampled_reward = prop.step(state, action, noise)
+    torch.testing.assert_close(sampled, state + mean[..., 1:] + std[..., 1:] * noise[..., 1:])
+    torch.testing.assert_close(sampled_reward, mean[..., 0] + std[..., 0] * noise[..., 0])
+    # The weights are copies: a later fit does not move a propagator already built.
+    model.fit(obs, act, -(obs**2).sum(axis=1), obs + 0.1 * act, obs[:, 0] > 1.5)
+    torch.testing.assert_close(prop.step(state, action)[0], next_state)
+    with pytest.raises(ValueError, match="member indices"):
+        model.propagator(np.array([3]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from planning.mpc import CEMConfig, CEMOptimizer, MPPIConfig, MPPIOptimizer
 
@@ -12,10 +13,20 @@ LOW, HIGH = np.array([-1.0, -2.0]), np.array([1.0, 2.0])
 
 
 def _quadratic(target: np.ndarray):
-    def objective(seqs: np.ndarray) -> np.ndarray:
-        return -((seqs - target) ** 2).sum(axis=(1, 2))
+    goal = torch.as_tensor(target, dtype=torch.float32)
+
+    def objective(seqs: torch.Tensor) -> torch.Tensor:
+        return -((seqs - goal) ** 2).sum(dim=(1, 2))
 
     return objective
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _zeros(*shape: int) -> torch.Tensor:
+    return torch.zeros(shape)
 
 
 def _optimizers():
@@ -31,8 +42,8 @@ def test_finds_the_optimum_of_a_quadratic(optimizer) -> None:
     rng = np.random.default_rng(0)
     target = rng.uniform(LOW * 0.8, HIGH * 0.8, size=(H, A))
     start = np.zeros((H, A))
-    result = optimizer.optimize(_quadratic(target), start, np.random.default_rng(1))
-    assert result.shape == (H, A)
+    result = optimizer.optimize(_quadratic(target), torch.as_tensor(start), _gen(1)).numpy()
+    assert result.shape == (H, A) and result.dtype == np.float32
     start_error = np.abs(start - target).max()
     # Within a few percent of the action range of the optimum, from a start that was far off.
     assert np.abs(result - target).max() < 0.06 * (HIGH - LOW).min() < start_error
@@ -41,7 +52,7 @@ def test_finds_the_optimum_of_a_quadratic(optimizer) -> None:
 @pytest.mark.parametrize("optimizer", list(_optimizers()), ids=["cem", "mppi"])
 def test_optimum_outside_the_box_ends_on_its_boundary(optimizer) -> None:
     target = np.tile(np.array([3.0, -5.0]), (H, 1))  # outside on both dims
-    result = optimizer.optimize(_quadratic(target), np.zeros((H, A)), np.random.default_rng(2))
+    result = optimizer.optimize(_quadratic(target), _zeros(H, A), _gen(0)).numpy()
     assert np.all(result >= LOW) and np.all(result <= HIGH)
     corner = np.tile(np.array([1.0, -2.0]), (H, 1))
     # Every action moved most of the way to the nearest feasible point (the corner), none beyond it.
@@ -50,36 +61,38 @@ def test_optimum_outside_the_box_ends_on_its_boundary(optimizer) -> None:
 
 
 def test_cem_returns_the_best_sample_it_scored() -> None:
-    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
     target = np.full((H, A), 0.3)
 
-    def objective(seqs: np.ndarray) -> np.ndarray:
+    def objective(seqs: torch.Tensor) -> torch.Tensor:
         values = _quadratic(target)(seqs)
-        seen.append((seqs.copy(), values))
+        seen.append((seqs.clone(), values))
         return values
 
     cem = CEMOptimizer(LOW, HIGH, CEMConfig(population=50, iterations=3))
-    result = cem.optimize(objective, np.zeros((H, A)), np.random.default_rng(0))
-    seqs = np.concatenate([s for s, _ in seen])
-    values = np.concatenate([v for _, v in seen])
-    np.testing.assert_array_equal(result, seqs[np.argmax(values)])
+    result = cem.optimize(objective, _zeros(H, A), _gen(0))
+    seqs = torch.cat([s for s, _ in seen])
+    values = torch.cat([v for _, v in seen])
+    torch.testing.assert_close(result, seqs[torch.argmax(values)], rtol=0, atol=0)
 
 
 def test_nan_scores_are_never_chosen() -> None:
-    def objective(seqs: np.ndarray) -> np.ndarray:
-        values = -((seqs - 0.5) ** 2).sum(axis=(1, 2))
-        values[seqs[:, 0, 0] > 0] = np.nan  # the better half is broken
+    def objective(seqs: torch.Tensor) -> torch.Tensor:
+        values = -((seqs - 0.5) ** 2).sum(dim=(1, 2))
+        values[seqs[:, 0, 0] > 0] = torch.nan  # the better half is broken
         return values
 
     cem = CEMOptimizer(LOW, HIGH, CEMConfig(population=100, iterations=4))
-    assert cem.optimize(objective, np.zeros((H, A)), np.random.default_rng(0))[0, 0] <= 0
+    assert cem.optimize(objective, _zeros(H, A), _gen(0))[0, 0] <= 0
 
 
 def test_same_seed_same_plan() -> None:
     for make in (lambda: CEMOptimizer(LOW, HIGH), lambda: MPPIOptimizer(LOW, HIGH)):
-        a = make().optimize(_quadratic(np.full((H, A), 0.2)), np.zeros((H, A)), np.random.default_rng(5))
-        b = make().optimize(_quadratic(np.full((H, A), 0.2)), np.zeros((H, A)), np.random.default_rng(5))
-        np.testing.assert_array_equal(a, b)
+        a = make().optimize(_quadratic(np.full((H, A), 0.2)), _zeros(H, A), _gen(5))
+        b = make().optimize(_quadratic(np.full((H, A), 0.2)), _zeros(H, A), _gen(5))
+        c = make().optimize(_quadratic(np.full((H, A), 0.2)), _zeros(H, A), _gen(6))
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert not torch.equal(a, c)
 
 
 def test_bad_input_is_refused() -> None:
@@ -93,6 +106,6 @@ def test_bad_input_is_refused() -> None:
         MPPIOptimizer(LOW, HIGH, MPPIConfig(temperature=0.0))
     cem = CEMOptimizer(LOW, HIGH)
     with pytest.raises(ValueError, match="shape"):
-        cem.optimize(_quadratic(np.zeros((H, A))), np.zeros((H, 3)), np.random.default_rng(0))
+        cem.optimize(_quadratic(np.zeros((H, A))), _zeros(H, 3), _gen(0))
     with pytest.raises(ValueError, match="returned 1 values"):
-        cem.optimize(lambda s: np.zeros(1), np.zeros((H, A)), np.random.default_rng(0))
+        cem.optimize(lambda s: torch.zeros(1), _zeros(H, A), _gen(0))

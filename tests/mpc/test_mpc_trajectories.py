@@ -6,33 +6,50 @@ import numpy as np
 import pytest
 import torch
 
-from mbrl.models import DynamicsModel, ModelConfig, ModelStep
+from mbrl.models import DynamicsModel, ModelConfig
 from planning.mpc import CEMOptimizer, MPCPlanner, TrajectoryEvaluator
 from planning.mpc.trajectories import NONFINITE_RETURN
 
 
 class RecordingModel:
-    """x' = x + a + member, reward = x'; records the member indices of every call."""
+    """x' = x + a + member, reward = x'; records the member of every slot of every step (a model and its
+    propagator in one object, standardized units = environment units)."""
 
     obs_dim, action_dim, num_elites = 1, 1, 3
+    device = torch.device("cpu")
 
     def __init__(self, nan_above: float | None = None) -> None:
         self.calls: list[np.ndarray] = []
         self.nan_above = nan_above
+        self.offset = torch.zeros(0)
 
-    def _step(self, obs: np.ndarray, actions: np.ndarray, offset: np.ndarray) -> ModelStep:
-        nxt = obs + actions.reshape(-1, 1) + offset.reshape(-1, 1)
+    def propagator(self, members=None) -> RecordingModel:
+        members = np.arange(self.num_elites) if members is None else np.asarray(members)
+        self.offset = torch.as_tensor(members, dtype=torch.float32)
+        return self
+
+    def _next(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        nxt = state + action + self.offset.reshape(-1, 1, 1)
         if self.nan_above is not None:
-            nxt = np.where(nxt > self.nan_above, np.nan, nxt)
-        n = obs.shape[0]
-        return ModelStep(nxt, nxt[:, 0].copy(), None, np.zeros(n), np.isfinite(nxt).all(axis=1))
+            nxt = torch.where(nxt > self.nan_above, torch.nan, nxt)
+        return nxt
 
-    def predict_members(self, obs, actions, members, rng=None, deterministic=False) -> ModelStep:
-        self.calls.append(np.asarray(members).copy())
-        return self._step(obs, actions, np.asarray(members, dtype=np.float64))
+    def step(self, state, action, noise=None):
+        self.calls.append(self.offset.numpy().copy())
+        nxt = self._next(state, action)
+        return nxt, nxt[..., 0]
 
-    def predict_expected(self, obs, actions) -> ModelStep:
-        return self._step(obs, actions, np.full(obs.shape[0], (self.num_elites - 1) / 2))
+    def forward(self, state, action, spread=True):
+        nxt = self._next(state, action)
+        mean = torch.cat([nxt, nxt - state], dim=-1)
+        return mean, torch.zeros_like(mean) if spread else None
+
+    def terminated_prob(self, state, action):
+        return None
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 def _fitted_model(seed: int = 0) -> DynamicsModel:
@@ -50,27 +67,25 @@ def _fitted_model(seed: int = 0) -> DynamicsModel:
 def test_tsinf_keeps_every_particle_on_one_member_and_ts1_redraws() -> None:
     model = RecordingModel()
     seqs = np.zeros((4, 5, 1))
-    TrajectoryEvaluator(model, None, None, "tsinf", num_particles=6).returns(
-        np.zeros(1), seqs, np.random.default_rng(0)
-    )
+    TrajectoryEvaluator(model, None, None, "tsinf", num_particles=6).returns(np.zeros(1), seqs, _gen())
     assert len(model.calls) == 5
     for call in model.calls[1:]:
         np.testing.assert_array_equal(call, model.calls[0])
-    # Particles spread evenly over the elites; each candidate meets the same members.
-    per_particle = model.calls[0].reshape(6, 4)
-    assert (per_particle == per_particle[:, :1]).all()
-    np.testing.assert_array_equal(np.bincount(per_particle[:, 0], minlength=3), [2, 2, 2])
+    # Particles spread evenly over the elites (slot p is particle p); each candidate meets the same members.
+    np.testing.assert_array_equal(model.calls[0], [0, 0, 1, 1, 2, 2])
 
-    model = RecordingModel()
-    TrajectoryEvaluator(model, None, None, "ts1", num_particles=6).returns(np.zeros(1), seqs, np.random.default_rng(0))
-    assert any(not np.array_equal(c, model.calls[0]) for c in model.calls[1:])
+    # TS-1, one particle, zero actions, two steps: the return is 2 m1 + m2 with m1, m2 the members drawn at each
+    # step; a particle that kept its member (TS-inf) would score a multiple of 3.
+    ev = TrajectoryEvaluator(RecordingModel(), None, None, "ts1", num_particles=1, sample_noise=False)
+    values = ev.returns(np.zeros(1), np.zeros((200, 2, 1)), _gen())
+    assert set(np.round(values).astype(int)) - {0, 3, 6}
 
 
 def test_returns_follow_the_member_dynamics() -> None:
     # One particle per member, actions 1: x_t = t (1 + m), returns sum_t x_t = (1 + m) H (H + 1) / 2 averaged.
     model = RecordingModel()
     ev = TrajectoryEvaluator(model, None, None, "tsinf", num_particles=3)
-    value = ev.returns(np.zeros(1), np.ones((1, 4, 1)), np.random.default_rng(0))
+    value = ev.returns(np.zeros(1), np.ones((1, 4, 1)), _gen())
     assert value == pytest.approx(np.mean([(1 + m) * 10 for m in range(3)]))
 
 
@@ -80,9 +95,9 @@ def test_termination_stops_rewards_and_nonfinite_scores_worst() -> None:
 
     ev = TrajectoryEvaluator(RecordingModel(), None, done, "expectation")
     # expectation offset 1: x = 2, 4, ... -> terminates on the first step, collecting only its reward 2.
-    assert ev.returns(np.zeros(1), np.ones((1, 5, 1)), np.random.default_rng(0))[0] == pytest.approx(2.0)
+    assert ev.returns(np.zeros(1), np.ones((1, 5, 1)), _gen())[0] == pytest.approx(2.0)
     ev = TrajectoryEvaluator(RecordingModel(nan_above=5.0), None, None, "expectation")
-    values = ev.returns(np.zeros(1), np.stack([np.ones((5, 1)), np.zeros((5, 1)) - 1]), np.random.default_rng(0))
+    values = ev.returns(np.zeros(1), np.stack([np.ones((5, 1)), np.zeros((5, 1)) - 1]), _gen())
     assert values[0] == NONFINITE_RETURN and values[1] > NONFINITE_RETURN
 
 
@@ -117,22 +132,37 @@ def test_batched_evaluation_equals_a_loop(propagation: str, particles: int) -> N
     )
     rng = np.random.default_rng(3)
     obs, seqs = rng.normal(size=3), rng.uniform(-1, 1, size=(7, 5, 2))
-    batched = ev.returns(obs, seqs, np.random.default_rng(0))
-    looped = np.array([ev.returns(obs, seqs[i : i + 1], np.random.default_rng(0))[0] for i in range(7)])
+    batched = ev.returns(obs, seqs, _gen())
+    looped = np.array([ev.returns(obs, seqs[i : i + 1], _gen())[0] for i in range(7)])
     np.testing.assert_allclose(batched, looped, rtol=1e-5)
+    # And the float32 planning path equals the model's float64 per-member prediction, step by step, to rounding.
+    c, h = seqs.shape[:2]
+    k = model.num_elites
+    members = (np.arange(particles) * k) // particles
+    total = np.zeros((particles, c))
+    state = np.broadcast_to(obs, (particles * c, 3)).copy()
+    for t in range(h):
+        action = np.tile(seqs[:, t], (particles, 1))
+        if propagation == "expectation":
+            step = model.predict_expected(state, action)
+        else:
+            step = model.predict_members(state, action, np.repeat(members, c), deterministic=True)
+        total += -(step.next_obs**2).sum(axis=1).reshape(particles, c)
+        state = step.next_obs
+    np.testing.assert_allclose(batched, total.mean(axis=0), rtol=1e-4, atol=1e-4)
 
 
 def test_shape_mismatches_are_refused() -> None:
     model = _fitted_model()
     ev = TrajectoryEvaluator(model, None, None)
     with pytest.raises(ValueError, match="3-dim observations"):
-        ev.returns(np.zeros(4), np.zeros((2, 3, 2)), np.random.default_rng(0))
+        ev.returns(np.zeros(4), np.zeros((2, 3, 2)), _gen())
     with pytest.raises(ValueError, match="2-dim actions"):
-        ev.returns(np.zeros(3), np.zeros((2, 3, 1)), np.random.default_rng(0))
+        ev.returns(np.zeros(3), np.zeros((2, 3, 1)), _gen())
     with pytest.raises(ValueError, match="takes 2-dim"):
-        MPCPlanner(ev, CEMOptimizer(np.array([-1.0]), np.array([1.0])), 5, np.random.default_rng(0))
+        MPCPlanner(ev, CEMOptimizer(np.array([-1.0]), np.array([1.0])), 5, _gen())
     with pytest.raises(ValueError, match="horizon"):
-        MPCPlanner(ev, CEMOptimizer(-np.ones(2), np.ones(2)), 0, np.random.default_rng(0))
+        MPCPlanner(ev, CEMOptimizer(-np.ones(2), np.ones(2)), 0, _gen())
     with pytest.raises(ValueError, match="propagation"):
         TrajectoryEvaluator(model, None, None, "moment-matching")
 
@@ -143,16 +173,20 @@ def test_planner_warm_starts_with_the_shifted_plan() -> None:
         TrajectoryEvaluator(model, None, None, "expectation"),
         CEMOptimizer(-np.ones(2), np.ones(2)),
         4,
-        np.random.default_rng(0),
+        _gen(),
     )
     np.testing.assert_array_equal(planner.initial_plan(), np.zeros((4, 2)))
-    plan = planner.plan(np.zeros(3))
+    plan = planner.plan(np.zeros(3)).numpy()
     np.testing.assert_array_equal(planner.initial_plan(), np.concatenate([plan[1:], np.zeros((1, 2))]))
     planner.horizon = 2
     np.testing.assert_array_equal(planner.initial_plan(), plan[1:3])
     planner.horizon = 6
     np.testing.assert_array_equal(planner.initial_plan(), np.concatenate([plan[1:], np.zeros((3, 2))]))
+    saved = planner.state_dict()
     planner.reset()
     np.testing.assert_array_equal(planner.initial_plan(), np.zeros((6, 2)))
+    planner.load_state_dict(saved)
+    np.testing.assert_array_equal(planner.initial_plan(), np.concatenate([plan[1:], np.zeros((3, 2))]))
+    planner.reset()
     action = planner.act(np.zeros(3))
     assert action.shape == (2,) and action.dtype == np.float32 and len(planner.latencies) == 1

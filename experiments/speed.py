@@ -1,0 +1,325 @@
+r"""Speed of the learners' inner loops on this machine: the code before the float32 planner and the fused updates (A)
+against the code now (B), interleaved in one process.
+
+A is the code of commit :data:`BASELINE`, loaded from git (``git show``) as modules beside the current ones, so both
+sides run on the same weights, data and thread; each pair is timed A, B, A, B, ... (the order alternating), so load
+from other work hits both alike, and the ratio of medians (B / A) is the result. Parts:
+
+* ``pets``: one PETS plan (Pendulum-v1's dimensions, CEM 100 x 3, 5 particles TS-inf, H = 15, known reward) on a
+  fitted 5 x 3 x 64 ensemble: numpy float64 planner + ``predict_members`` (A) against the float32 torch planner (B);
+* ``fit``: gradient steps of a model fit, per step (Dyna's 5 x 3 x 64 on Pendulum transitions; MBPO's 7 x 4 x 200 on
+  HalfCheetah's dimensions), with the step count capped so only the per-step cost is compared; B with
+  ``ModelConfig(fused_optimizer=True)``;
+* ``fit_rule``: whole default fits on small Pendulum buffers (steps taken, seconds, holdout NMSE);
+* ``rollout``: one step of MBPO's imagined rollouts (7 x 4 x 200 ensemble, HalfCheetah's dimensions) from 10k start
+  states, whole ensemble per row (A) against one elite per row plus a disagreement subsample (B);
+* ``sac``: one SAC update (HalfCheetah's dimensions, 256 x 256, batch 256): SB3's default, SB3 with fused Adam
+  (``optimizer_kwargs``) and :class:`mbrl.algorithms.sac_backends.FusedSAC`.
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py
+
+Writes ``results/speed.json`` (per part: the medians in ms, the ratios, the settings and the targets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mbrl.algorithms.sac_backends import FusedSAC
+from mbrl.model_env import ModelEnv
+from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.rewards import reward_fn
+from mbrl.termination import termination_fn
+from planning.mpc import CEMOptimizer, MPCPlanner, TrajectoryEvaluator
+from planning.mpc.planner import planner_generator
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.threads import set_torch_threads
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+#: The code measured as A: the last commit before the float32 planner, the fused model fits and the SAC backends.
+BASELINE = "a4f6780ea25c19e252217be87600c7e1a7c28302"
+PARTS = ("pets", "fit", "fit_rule", "rollout", "sac")
+#: The targets (B / A ratio or absolute ms) each part is judged against.
+TARGETS = {"pets": {"ratio": 0.6, "ms": 16.0}, "sac": {"ratio": 0.7}}
+DYNA_ARCH = ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layers=3)
+PETS_ARCH = ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
+MBPO_ARCH = ModelConfig()
+CHEETAH_OBS, CHEETAH_ACT = 17, 6
+
+
+@dataclass
+class Args:
+    """Command line (each field a ``--flag``)."""
+
+    parts: str = ",".join(PARTS)
+    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac)"""
+    repeats: int = 15
+    """timed pairs per measurement (the medians are over these)"""
+    out: Path = RESULTS / "speed.json"
+    """where the JSON goes"""
+
+
+def baseline_module(path: str) -> types.ModuleType:
+    """The file ``path`` as it was at :data:`BASELINE`, loaded as a fresh module (its imports resolve to today's
+    packages, which the baseline's files below use only through interfaces that did not change)."""
+    text = subprocess.run(
+        ["git", "show", f"{BASELINE}:{path}"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    name = "baseline_" + path.removesuffix(".py").replace("/", "_")
+    module = types.ModuleType(name)
+    module.__file__ = f"{BASELINE[:7]}:{path}"
+    sys.modules[name] = module  # dataclasses look their module up while the file executes
+    exec(compile(text, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def interleaved(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """Median wall ms of ``a`` and ``b`` over ``repeats`` pairs, alternating which goes first; one warm-up each."""
+    a()
+    b()
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for i in range(repeats):
+        for key, fn in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
+            started = time.perf_counter()
+            fn()
+            times[key].append((time.perf_counter() - started) * 1000.0)
+    a_ms, b_ms = float(np.median(times["a"])), float(np.median(times["b"]))
+    return {"a_ms": a_ms, "b_ms": b_ms, "ratio": b_ms / a_ms, "a_all_ms": times["a"], "b_all_ms": times["b"]}
+
+
+def pendulum_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` Pendulum-v1 transitions under uniformly random actions."""
+    env = gym.make("Pendulum-v1")
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    rows = []
+    for _ in range(n):
+        action = env.action_space.sample()
+        nxt, reward, terminated, truncated, _ = env.step(action)
+        rows.append((obs, action, reward, nxt, terminated))
+        obs = nxt if not (terminated or truncated) else env.reset()[0]
+    o, a, r, nx, t = (np.array(x) for x in zip(*rows, strict=True))
+    return o, a, r.astype(np.float64), nx, t.astype(bool)
+
+
+def cheetah_like_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` transitions of a smooth random system with HalfCheetah-v5's dimensions (the cost depends only on them)."""
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, CHEETAH_OBS))
+    act = rng.uniform(-1, 1, size=(n, CHEETAH_ACT))
+    w_o, w_a = rng.normal(size=(CHEETAH_OBS, CHEETAH_OBS)) / 5, rng.normal(size=(CHEETAH_ACT, CHEETAH_OBS)) / 3
+    nxt = obs + 0.1 * np.tanh(obs @ w_o + act @ w_a)
+    return obs, act, -(nxt**2).sum(axis=1), nxt, np.zeros(n, bool)
+
+
+def twin_models(old_dynamics: types.ModuleType, cfg: ModelConfig, obs_dim: int, act_dim: int, data: Any) -> tuple:
+    """A fitted model of today's code and the baseline's class holding the same weights and statistics."""
+    new = DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
+    new.fit(*data)
+    old = old_dynamics.DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
+    old.load_state_dict(new.state_dict())
+    return old, new
+
+
+def time_pets(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
+    data = pendulum_data(1000, seed=0)
+    cfg = dataclasses.replace(PETS_ARCH, min_train_steps=0, max_train_steps=500)
+    old_model, new_model = twin_models(old["dynamics"], cfg, 3, 1, data)
+    low, high = np.array([-2.0]), np.array([2.0])
+    reward, done = reward_fn("Pendulum-v1"), termination_fn("Pendulum-v1")  # PETS's own (done: `never`)
+    planner_a = old["planner"].MPCPlanner(
+        old["trajectories"].TrajectoryEvaluator(old_model, reward, done, "tsinf", 5),
+        old["optimizers"].CEMOptimizer(low, high, old["optimizers"].CEMConfig()),
+        15,
+        np.random.default_rng(0),
+    )
+    planner_b = MPCPlanner(
+        TrajectoryEvaluator(new_model, reward, done, "tsinf", 5), CEMOptimizer(low, high), 15, planner_generator(0)
+    )
+    states = data[0][: repeats + 1]
+    seen = {"a": 0, "b": 0}
+
+    def plan(side: str, planner: Any) -> Callable[[], None]:
+        def call() -> None:  # each side walks the same states in the same order
+            planner.plan(states[seen[side] % len(states)])
+            seen[side] += 1
+
+        return call
+
+    result = interleaved(plan("a", planner_a), plan("b", planner_b), repeats)
+    result["settings"] = "Pendulum-v1 dims, 5x5x64 ensemble (5 elites), CEM 100x3, 5 particles TS-inf, H=15"
+    result["met"] = result["ratio"] <= TARGETS["pets"]["ratio"] and result["b_ms"] <= TARGETS["pets"]["ms"]
+    return result
+
+
+def fitting(model: Any, data: tuple[np.ndarray, ...]) -> Callable[[], None]:
+    """A call that fits ``model`` on ``data`` once (for :func:`interleaved`)."""
+
+    def call() -> None:
+        model.fit(*data)
+
+    return call
+
+
+def time_fit(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cases = {
+        "dyna_5x3x64_pendulum_1000": (DYNA_ARCH, pendulum_data(1000, seed=1), 3, 1, 100),
+        "mbpo_7x4x200_cheetah_5000": (MBPO_ARCH, cheetah_like_data(5000, seed=1), CHEETAH_OBS, CHEETAH_ACT, 20),
+    }
+    for name, (arch, data, obs_dim, act_dim, steps) in cases.items():
+        cfg = dataclasses.replace(arch, min_train_steps=steps, max_train_steps=steps, max_epochs=10**6)
+        old_model = old["dynamics"].DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
+        # B: the opt-in fused Adam with the decay as parameter groups (the default keeps the baseline's arithmetic).
+        new_model = DynamicsModel(obs_dim, act_dim, False, dataclasses.replace(cfg, fused_optimizer=True), seed=0)
+        result = interleaved(fitting(old_model, data), fitting(new_model, data), repeats)
+        result["a_ms_per_step"], result["b_ms_per_step"] = result["a_ms"] / steps, result["b_ms"] / steps
+        result["steps_per_fit"] = steps
+        out[name] = result
+    return out
+
+
+def time_fit_rule(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in (200, 500, 1000):
+        data = pendulum_data(n, seed=3)
+        rows: dict[str, Any] = {}
+        for side, cls in (("a", old["dynamics"].DynamicsModel), ("b", DynamicsModel)):
+            started = time.perf_counter()
+            metrics = cls(3, 1, False, DYNA_ARCH, seed=0).fit(*data)
+            rows[side] = {
+                "seconds": time.perf_counter() - started,
+                "train_steps": metrics["model/train_steps"],
+                "holdout_nmse": metrics["model/holdout_nmse"],
+            }
+        rows["seconds_ratio"] = rows["b"]["seconds"] / rows["a"]["seconds"]
+        out[f"dyna_5x3x64_pendulum_{n}"] = rows
+    return out
+
+
+def time_rollout(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
+    data = cheetah_like_data(5000, seed=2)
+    cfg = dataclasses.replace(MBPO_ARCH, min_train_steps=0, max_train_steps=50)
+    old_model, new_model = twin_models(old["dynamics"], cfg, CHEETAH_OBS, CHEETAH_ACT, data)
+    starts = np.random.default_rng(0).normal(size=(10_000, CHEETAH_OBS)).astype(np.float32)
+    policy_rng = np.random.default_rng(1)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return policy_rng.uniform(-1, 1, size=(obs.shape[0], CHEETAH_ACT)).astype(np.float32)
+
+    env_a = old["model_env"].ModelEnv(old_model, None, CHEETAH_OBS, (CHEETAH_ACT,))
+    env_b = ModelEnv(new_model, None, CHEETAH_OBS, (CHEETAH_ACT,))
+    result = interleaved(
+        lambda: env_a.rollout(starts, policy, 1, np.random.default_rng(0)),
+        lambda: env_b.rollout(starts, policy, 1, np.random.default_rng(0)),
+        max(3, repeats // 3),
+    )
+    result["settings"] = "7x4x200 ensemble (5 elites), HalfCheetah dims, 10k starts, one rollout step"
+    return result
+
+
+def time_sac(repeats: int, updates: int = 20) -> dict[str, Any]:
+    from stable_baselines3 import SAC
+
+    env = gym.make("Pendulum-v1")  # replaced by a Box env of HalfCheetah's dimensions below
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (CHEETAH_OBS,), np.float32)
+    act_space = gym.spaces.Box(-1.0, 1.0, (CHEETAH_ACT,), np.float32)
+    env.observation_space, env.action_space = obs_space, act_space
+
+    def build(cls: type, **policy: Any) -> Any:
+        sac = cls("MlpPolicy", env, buffer_size=10_000, policy_kwargs={"net_arch": [256, 256], **policy}, seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(2_000):
+            o, n = rng.normal(size=(1, CHEETAH_OBS)), rng.normal(size=(1, CHEETAH_OBS))
+            a = rng.uniform(-1, 1, size=(1, CHEETAH_ACT))
+            sac.replay_buffer.add(o, n, a, rng.normal(size=1), np.zeros(1), [{}])
+        sac._logger = __import__("stable_baselines3.common.logger", fromlist=["configure"]).configure(None, [])
+        return sac
+
+    default = build(SAC)
+    fused_adam = build(SAC, optimizer_kwargs={"fused": True})
+    fused = build(FusedSAC)
+
+    def run(sac: Any) -> Callable[[], None]:
+        return lambda: sac.train(gradient_steps=updates, batch_size=256)
+
+    out: dict[str, Any] = {
+        "sb3_fused_adam": interleaved(run(default), run(fused_adam), repeats),
+        "fused_backend": interleaved(run(default), run(fused), repeats),
+    }
+    for result in out.values():
+        result["a_ms_per_update"], result["b_ms_per_update"] = result["a_ms"] / updates, result["b_ms"] / updates
+    out["settings"] = f"HalfCheetah dims (17 obs, 6 act), 256x256, batch 256, {updates} updates per timed call"
+    out["met"] = out["fused_backend"]["ratio"] <= TARGETS["sac"]["ratio"]
+    return out
+
+
+def main(args: Args | None = None) -> dict[str, Any]:
+    """Time the chosen parts and write the JSON (parts of an earlier file not timed now are kept)."""
+    if args is None:
+        args = tyro.cli(Args, description=__doc__)
+    set_torch_threads()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if not parts or set(parts) - set(PARTS):
+        raise SystemExit(f"--parts must name some of {list(PARTS)}, got {args.parts!r}")
+    old = {
+        "dynamics": baseline_module("mbrl/models/dynamics.py"),
+        "optimizers": baseline_module("planning/mpc/optimizers.py"),
+        "trajectories": baseline_module("planning/mpc/trajectories.py"),
+        "planner": baseline_module("planning/mpc/planner.py"),
+        "model_env": baseline_module("mbrl/model_env.py"),
+    }
+    import json
+
+    report: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    report.update(
+        {
+            "baseline": BASELINE,
+            "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} thread(s)",
+            "targets": TARGETS,
+        }
+    )
+    report.setdefault("parts", {})
+    timers: dict[str, Callable[[], Any]] = {
+        "pets": lambda: time_pets(old, args.repeats),
+        "fit": lambda: time_fit(old, max(3, args.repeats // 3)),
+        "fit_rule": lambda: time_fit_rule(old, args.repeats),
+        "rollout": lambda: time_rollout(old, args.repeats),
+        "sac": lambda: time_sac(args.repeats),
+    }
+    for part in parts:
+        started = time.perf_counter()
+        load_before = os.getloadavg()[0]
+        report["parts"][part] = timers[part]()
+        # How busy the machine was (1-minute load average before and after): a shared machine's timings are only
+        # comparable within a part, as A/B ratios.
+        report["parts"][part]["load_average"] = [load_before, os.getloadavg()[0]]
+        report["parts"][part]["command"] = (
+            f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part} --repeats {args.repeats}"
+        )
+        print(part, f"{time.perf_counter() - started:.0f} s", flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out, report)
+    return report
+
+
+if __name__ == "__main__":
+    main()
