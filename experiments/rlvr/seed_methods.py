@@ -450,14 +450,19 @@ def summarize(runs: Sequence[dict[str, Any]], seeds: Sequence[int], gates: dict[
 
     methods: dict[str, Any] = {}
     references: dict[str, Any] = {}
+    starts: dict[str, Any] = {}
     for bed in dict.fromkeys(r["testbed"] for r in runs):
         base = complete(bed, BASELINE)
         if base is None:
             continue
+        # The warm start's greedy held-out measures (the step-0 evaluation, the same in every run of the testbed).
+        starts[bed] = {k: base[0]["curve"][0][k] for k in ("accuracy", "answer_length", "tool_calls", "entropy")}
         references[bed] = {
             arm: {
                 "final_accuracy": [final_value(r, "accuracy") for r in rs],
+                "final_accuracy_mean": float(np.mean([final_value(r, "accuracy") for r in rs])),
                 "answer_length": [final_value(r, "answer_length") for r in rs],
+                "answer_length_mean": float(np.mean([final_value(r, "answer_length") for r in rs])),
                 "tool_calls": [final_value(r, "tool_calls") for r in rs],
                 "hard_accuracy": [hard_accuracy(r) for r in rs],
                 "entropy_retention": [entropy_retention(r) for r in rs],
@@ -482,7 +487,9 @@ def summarize(runs: Sequence[dict[str, Any]], seeds: Sequence[int], gates: dict[
                 "headline_met": headline_met(arm, m),
                 "measures": m,
                 "final_accuracy": [final_value(r, "accuracy") for r in rs],
+                "final_accuracy_mean": float(np.mean([final_value(r, "accuracy") for r in rs])),
                 "answer_length": [final_value(r, "answer_length") for r in rs],
+                "answer_length_mean": float(np.mean([final_value(r, "answer_length") for r in rs])),
                 "tokens": float(np.mean([r["costs"]["completion_tokens"] for r in rs])),
                 "steps": float(np.mean([r["steps"] for r in rs])),
                 "seconds": float(np.mean([r["seconds"] for r in rs])),
@@ -496,6 +503,7 @@ def summarize(runs: Sequence[dict[str, Any]], seeds: Sequence[int], gates: dict[
     return {
         "seeds": list(seeds),
         "token_budgets": {bed: values[0] for bed, values in budgets.items()},
+        "warm_starts": starts,
         "references": references,
         "methods": methods,
     }

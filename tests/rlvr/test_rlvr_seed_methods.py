@@ -87,6 +87,7 @@ def test_tiny_run_matches_budgets_and_resumes(tmp_path: Path) -> None:
     assert alp["headline_measure"]["name"] == "length_ratio" and isinstance(alp["headline_met"], bool)
     assert len(alp["measures"]["accuracy_delta"]["ci"]) == 2 and "accuracy_delta_vs_dapo" in alp
     assert set(summary["references"]["carry"]) == {"uniform", "dapo"}
+    assert set(summary["warm_starts"]["carry"]) == {"accuracy", "answer_length", "tool_calls", "entropy"}
     text = (tmp_path / "seed_methods.json").read_text()
     json.loads(text, parse_constant=refuse)
     assert "| alp | carry | length_ratio" in (tmp_path / "seed_methods.md").read_text()
@@ -142,4 +143,5 @@ def test_headline_rules() -> None:
 
 
 def test_summary_needs_every_seed_of_a_comparison() -> None:
-    assert summarize([], [0], {}) == {"seeds": [0], "token_budgets": {}, "references": {}, "methods": {}}
+    empty = {"seeds": [0], "token_budgets": {}, "warm_starts": {}, "references": {}, "methods": {}}
+    assert summarize([], [0], {}) == empty
