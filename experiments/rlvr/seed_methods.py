@@ -520,7 +520,6 @@ def table(summary: dict[str, Any]) -> str:
     """One markdown line per method: testbed, headline measure with its interval, accuracy against uniform and dapo,
     length ratio, the verdict and the gate's number."""
     lines = [
-        f"seeds {summary['seeds']}",
         "| method | testbed | headline measure | accuracy − uniform | accuracy − dapo | length ratio | headline "
         "| gate |",
         "|---|---|---|---|---|---|---|---|",
