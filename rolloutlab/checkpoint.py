@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -84,6 +85,22 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         handle.write(data)
 
     return atomic_write(path, write)
+
+
+def json_nulls(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, ±inf) inside dicts, lists and tuples replaced by ``None``.
+
+    Strict JSON has no such numbers: Python writes them as ``NaN``/``Infinity``, which strict readers (JavaScript,
+    jq, ``json.loads`` with ``parse_constant`` raising) refuse. Records that may hold an undefined statistic pass
+    through this before :func:`atomic_write_json`, and their readers take ``None`` as undefined.
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: json_nulls(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_nulls(v) for v in obj]
+    return obj
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:

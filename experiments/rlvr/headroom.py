@@ -26,7 +26,8 @@ E3                        countdown  mean token entropy at T = 1 (nats) and its 
 
 Each warm start is one unit: its record (every statistic above that its testbed feeds, per difficulty bucket too) is
 written to ``results/headroom_parts/<testbed>__0.json`` the moment it is measured, so a killed gate resumes there.
-``results/headroom.json`` holds the records, the definitions and one PASS/FAIL per method with its number. A failed
+``results/headroom.json`` holds the records, the definitions and one PASS/FAIL per method with its number. An
+undefined statistic (the length headroom of a bucket without a correct answer) is written as ``null``. A failed
 gate is a property of the testbed, to be fixed there (never in the method), and stays reported as a fail.
 """
 
@@ -57,7 +58,7 @@ from meta.rlvr.trainers.dars_breadth import pass_at_k
 from meta.rlvr.trainers.grpo import GRPOTrainer
 from meta.rlvr.trainers.grpo_config import GRPOConfig
 from meta.rlvr.trainers.tools import CalculatorTool
-from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.checkpoint import atomic_write_json, json_nulls
 from rolloutlab.threads import set_torch_threads
 
 COMMAND = "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python experiments/rlvr/headroom.py"
@@ -192,7 +193,7 @@ def hint_lift(buckets: dict[str, dict[str, Any]], hard_pass_k: float) -> dict[st
     """
     best: dict[str, Any] = {"value": 0.0, "bucket": None, "fraction": None}
     for name, stats in buckets.items():
-        if not stats["pass@k"] < hard_pass_k:
+        if stats["pass@k"] is None or not stats["pass@k"] < hard_pass_k:  # None: an empty bucket, read back
             continue
         for fraction, acc in sorted(stats.get("hinted", {}).items(), key=lambda kv: float(kv[0])):
             if acc > best["value"]:
@@ -320,7 +321,8 @@ def verdicts(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             continue
         conditions = []
         for g in gates:
-            value = float(records[g.testbed].get(g.statistic, math.nan))
+            raw = records[g.testbed].get(g.statistic)
+            value = math.nan if raw is None else float(raw)  # undefined statistics are written as null
             conditions.append(
                 {
                     "testbed": g.testbed,
@@ -355,7 +357,7 @@ def main(args: Args) -> dict[str, Any]:
     def run(unit: Unit) -> dict[str, Any]:
         record = measure(find_testbed(unit.arm), args)
         record["args"] = asdict(args)
-        return record
+        return dict(json_nulls(record))  # an undefined statistic (NaN) is written as null
 
     units = grid(args.testbeds, [args.seed], parts)
     records = {
@@ -369,7 +371,7 @@ def main(args: Args) -> dict[str, Any]:
         "methods": methods,
         "testbeds": records,
     }
-    atomic_write_json(out / "headroom.json", summary)
+    atomic_write_json(out / "headroom.json", json_nulls(summary))
     print(table(methods))
     return summary
 

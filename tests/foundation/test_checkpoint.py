@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -81,3 +82,10 @@ def test_atomic_json(tmp_path: Path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     assert target.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_json_nulls_makes_strict_json(tmp_path: Path) -> None:
+    data = {"a": math.nan, "b": [1.5, math.inf, (-math.inf, 2)], "c": {"d": "x", "e": None, "f": 3}}
+    assert checkpoint.json_nulls(data) == {"a": None, "b": [1.5, None, [None, 2]], "c": {"d": "x", "e": None, "f": 3}}
+    text = checkpoint.atomic_write_json(tmp_path / "r.json", checkpoint.json_nulls(data)).read_text()
+    assert "NaN" not in text and "Infinity" not in text

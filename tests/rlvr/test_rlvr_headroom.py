@@ -89,6 +89,15 @@ def test_gate_smoke_runs_resumes_and_writes_every_method(tmp_path: Path) -> None
     )
     summary = main(args)
     assert set(summary["methods"]) == set(GATES)
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not strict JSON")
+
+    # Two SFT steps solve nothing, so some statistic is undefined: it must be written as null, not NaN.
+    strict = json.loads((tmp_path / "headroom.json").read_text(), parse_constant=refuse)
+    assert strict["testbeds"]["carry"]["length_headroom"] is None
+    for part in (tmp_path / "headroom_parts").iterdir():
+        json.loads(part.read_text(), parse_constant=refuse)
     assert all(v["verdict"] in ("PASS", "FAIL") for v in summary["methods"].values())
     countdown = summary["testbeds"]["countdown"]
     assert countdown["on_policy_clip_fraction"] == 0.0  # one optimizer step per batch: the ratio is exactly 1

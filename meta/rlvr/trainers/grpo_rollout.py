@@ -138,7 +138,10 @@ class GRPORollout:
             more = Samples(
                 [q + c[:n] for q, c, n in zip(prefixes, more.completions, cut, strict=True)],
                 more.mean_entropy,
-                [f[: len(q)] + g[:n] for f, q, g, n in zip(root_flags, prefixes, more.inserted, cut, strict=True)],
+                # Without a tool nothing is inserted and the samples carry no flags (EHPO on a tool-free family).
+                [f[: len(q)] + g[:n] for f, q, g, n in zip(root_flags, prefixes, more.inserted, cut, strict=True)]
+                if more.inserted
+                else [],
                 [],
                 [e[: len(q)] + h[:n] for e, q, h, n in zip(root_ents, prefixes, more.entropies, cut, strict=True)],
             )
