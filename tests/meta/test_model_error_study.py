@@ -71,6 +71,8 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     room = summary["headroom_on_test"]
     assert len(room["bins"]) == len(room["best_schedule_by_bin"]) == 5 and sum(room["runs_by_bin"]) == 2
     assert {"mean_diff", "se", "ci95"} <= set(room["oracle_minus_best_schedule_cross_fitted"])
+    assert room["in_sample_oracle_mean"] >= summary["arms"][best]["mean"]  # the per-bin best never loses in-sample
+    assert 0.0 <= room["in_sample_oracle_probability_of_improvement"]["p"] <= 1.0
     assert (tmp_path / "model_error_schedules.png").exists()
     rows = (tmp_path / "model_error_table.md").read_text().splitlines()
     assert len(rows) == 2 + 5 and rows[-1].startswith("| `meta_direct` | 2 |")
