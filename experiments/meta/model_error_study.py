@@ -106,7 +106,12 @@ class Args:
     """base seed of the test runs (run i: test_seed * 10_000 + i); differs from the gate's"""
     bootstrap_reps: int = 2_000
     headroom_bins: int = 5
-    """equal-width offset bins of the test range for the headroom measured on the test runs themselves"""
+    """equal-width offset bins of the test range for the headroom measured on the test runs themselves (with
+    --test-strata, the strata)"""
+    test_strata: int = 0
+    """0: every test run's offset is drawn from the whole --test-error range and all runs are one rliable task; n > 0:
+    run i's offset is drawn from the (i mod n)-th of n equal-width strata of that range, and each stratum is one
+    rliable task (the probability of improvement compares runs within a stratum, then averages the strata)"""
     out_dir: str = str(RESULTS / "model_error")
     """where the training summaries and test units are saved"""
     out: str = str(RESULTS / "summary.json")
@@ -218,9 +223,18 @@ def arm_specs(args: Args) -> dict[str, str]:
 
 
 def test_deltas(args: Args, first_run: int, runs: int) -> list[float]:
-    """The held-out angle offset of test runs ``first_run ..`` (the same in every arm)."""
+    """The held-out angle offset of test runs ``first_run ..`` (the same in every arm; with ``--test-strata n``, run
+    ``i``'s from stratum ``i mod n``)."""
     lo, hi = parse_range(args.test_error)
-    return [float(np.random.default_rng([args.test_seed, 9_311, first_run + i]).uniform(lo, hi)) for i in range(runs)]
+    out = []
+    for run in range(first_run, first_run + runs):
+        u = float(np.random.default_rng([args.test_seed, 9_311, run]).uniform())
+        if args.test_strata:
+            width = (hi - lo) / args.test_strata
+            out.append(lo + width * (run % args.test_strata + u))
+        else:
+            out.append(lo + (hi - lo) * u)
+    return out
 
 
 def _portable(spec: str) -> str:
@@ -231,13 +245,16 @@ def _portable(spec: str) -> str:
 
 def test_protocol(args: Args) -> dict[str, Any]:
     """What must match for a saved test unit to be reused."""
-    return {
+    out: dict[str, Any] = {
         "inner": {k: v for k, v in protocol(args.inner).items() if k not in ("arms", "bins", "parameter")},
         "arms": {name: _portable(spec) for name, spec in arm_specs(args).items()},
         "test_error": args.test_error,
         "seeds_per_unit": args.seeds_per_unit,
         "test_seed": args.test_seed,
     }
+    if args.test_strata:  # absent when 0, so units saved before strata existed stay valid
+        out["test_strata"] = args.test_strata
+    return out
 
 
 def run_test_unit(args: Args, policies: dict[str, str], unit: Unit) -> Record:
@@ -305,6 +322,8 @@ def run_test_unit(args: Args, policies: dict[str, str], unit: Unit) -> Record:
 def test_units(args: Args) -> list[Unit]:
     if args.seeds % args.seeds_per_unit:
         raise ValueError(f"--seeds {args.seeds} must be a multiple of --seeds-per-unit {args.seeds_per_unit}")
+    if args.test_strata < 0 or (args.test_strata and args.seeds % args.test_strata):
+        raise ValueError(f"--test-strata {args.test_strata} must be 0 or a positive divisor of --seeds {args.seeds}")
     out_dir = Path(args.out_dir) / "test"
     return [
         Unit("all", first, out_dir / f"runs{first:03d}.json", group="runs")
@@ -382,12 +401,21 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
     metas = [arm for arm in arms if arm.startswith("meta_")]
     schedules = [arm for arm in arms if arm not in metas]
     best_schedule = max(schedules, key=lambda arm: float(np.mean(scores[arm])))
-    comparisons: dict[str, Any] = {}
-    for meta in metas:
-        comparisons[meta] = {}
-        for other in schedules:
-            p = probability_of_improvement(scores[meta], scores[other], seed=args.test_seed, reps=args.bootstrap_reps)
-            comparisons[meta][other] = {"p": p.value, "ci95": [p.low, p.high]}
+    strata = args.test_strata
+
+    def by_task(x: np.ndarray) -> np.ndarray:
+        """``[runs]`` -> rliable's ``[runs per task, tasks]``: run ``i`` is in stratum ``i mod strata``."""
+        return x.reshape(-1, strata) if strata else x
+
+    def improvement(x: np.ndarray, y: np.ndarray, *, pooled: bool = False) -> dict[str, Any]:
+        p = probability_of_improvement(
+            x if pooled else by_task(x), y if pooled else by_task(y), seed=args.test_seed, reps=args.bootstrap_reps
+        )
+        return {"p": p.value, "ci95": [p.low, p.high]}
+
+    comparisons: dict[str, Any] = {
+        meta: {other: improvement(scores[meta], scores[other]) for other in schedules} for meta in metas
+    }
     schedules_by_offset: dict[str, Any] = {}
     for meta in metas:
         ks = np.array([s for r in records for s in r["arms"][meta]["schedules"]], dtype=float)
@@ -405,9 +433,12 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
     # The room a controller reading the offset had on these very runs: each offset bin's best schedule (picked on the
     # other half of the bin's runs) against the best single schedule.
     test_lo, test_hi = parse_range(args.test_error)
-    edges = np.linspace(test_lo, test_hi, args.headroom_bins + 1)
-    which = np.clip(np.searchsorted(edges, deltas, side="right") - 1, 0, args.headroom_bins - 1)
-    by_bin = [{arm: scores[arm][which == b] for arm in schedules} for b in range(args.headroom_bins)]
+    bins = strata or args.headroom_bins
+    edges = np.linspace(test_lo, test_hi, bins + 1)
+    which = np.clip(np.searchsorted(edges, deltas, side="right") - 1, 0, bins - 1)
+    if strata:  # the stratum of a run is its index mod strata, even where rounding puts its offset on an edge
+        which = np.arange(len(deltas)) % strata
+    by_bin = [{arm: scores[arm][which == b] for arm in schedules} for b in range(bins)]
     room = cross_fitted_oracle(
         [sc for sc in by_bin if len(sc[best_schedule])],
         schedules,
@@ -421,7 +452,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
     for b, sc in enumerate(by_bin):
         if len(sc[best_schedule]):
             in_sample[which == b] = scores[max(schedules, key=lambda arm: float(np.mean(sc[arm])))][which == b]
-    reach = probability_of_improvement(in_sample, scores[best_schedule], seed=args.test_seed, reps=args.bootstrap_reps)
+    reach = improvement(in_sample, scores[best_schedule])
     lo, hi = parse_range(args.train_error)
     outside = np.array([not lo <= d <= hi for d in deltas])
     return {
@@ -440,6 +471,10 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         },
         "probability_of_improvement": comparisons,
         "versus_best_schedule": {meta: comparisons[meta][best_schedule] for meta in metas},
+        "probability_tasks": strata or 1,
+        "versus_best_schedule_pooled": {
+            meta: improvement(scores[meta], scores[best_schedule], pooled=True) for meta in metas
+        },
         "paired_difference_vs_best_schedule": {
             meta: {"mean_diff": d.value, "se": d.standard_error, "ci95": [d.low, d.high]}
             for meta in metas
@@ -452,7 +487,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         "mean_by_offset_bin": {
             arm: [
                 float(np.mean(scores[arm][which == b])) if np.any(which == b) else None
-                for b in range(args.headroom_bins)
+                for b in range(bins)
             ]
             for arm in arms
         },
@@ -470,7 +505,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
                 "ci95": [room.low, room.high],
             },
             "in_sample_oracle_mean": float(np.mean(in_sample)),
-            "in_sample_oracle_probability_of_improvement": {"p": reach.value, "ci95": [reach.low, reach.high]},
+            "in_sample_oracle_probability_of_improvement": reach,
         },
         "best_schedule_estimates": {
             name: {"value": e.value, "ci95": [e.low, e.high]} for name, e in estimates[best_schedule].items()
