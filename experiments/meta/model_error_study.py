@@ -485,10 +485,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
             ]
         },
         "mean_by_offset_bin": {
-            arm: [
-                float(np.mean(scores[arm][which == b])) if np.any(which == b) else None
-                for b in range(bins)
-            ]
+            arm: [float(np.mean(scores[arm][which == b])) if np.any(which == b) else None for b in range(bins)]
             for arm in arms
         },
         "schedules_by_offset": schedules_by_offset,
