@@ -90,8 +90,22 @@ FIXED_KS = (0, 1, 2, 4, 8, 16, 32)
 ADDITIVE = "angle_offset"  # the one model error given in absolute units (rad), not as a scale 1 + delta
 
 
+def nominal_model(env_id: str) -> Any:
+    """The exact simulator of ``env_id`` at its own physics (:mod:`mbrl.models.true_dynamics`)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the env)
+    from mbrl.models.true_dynamics import TrueAcrobotModel, TrueCartPoleModel, TruePendulumModel
+
+    simulators = {ENV_ID: TruePendulumModel, "Acrobot-v1": TrueAcrobotModel, "CartPole-v1": TrueCartPoleModel}
+    if env_id not in simulators:
+        raise ValueError(f"--env {env_id!r}: the gate knows the exact simulators of {sorted(simulators)} only")
+    return simulators[env_id].from_env(gym.make(env_id))
+
+
 def wrong_model(nominal: Any, parameter: str, delta: float) -> Any:
-    """The nominal :class:`~mbrl.models.true_dynamics.TruePendulumModel` with error ``delta`` in ``parameter``."""
+    """The nominal exact simulator (:class:`~mbrl.models.true_dynamics.TruePendulumModel` or
+    :class:`~mbrl.models.true_dynamics.TrueAcrobotModel`) with error ``delta`` in ``parameter``."""
     if parameter == ADDITIVE:
         return nominal.perturbed({}, angle_offset=delta)
     return nominal.perturbed({parameter: 1.0 + delta})
@@ -106,7 +120,11 @@ class Settings:
     bins: str = "0:0.1,0.15:0.25,0.35:0.5,0.6:0.8"
     """comma-separated delta bins lo:hi; each run's model has error delta ~ U(lo, hi) in --parameter"""
     parameter: str = "angle_offset"
-    """the model's error: g, m, l, dt or max_speed (scaled by 1 + delta) or angle_offset (delta in rad)"""
+    """the model's error: angle_offset (delta in rad) or a physics parameter scaled by 1 + delta (Pendulum: g, m, l,
+    dt, max_speed; Acrobot: gravity, link_mass_1, link_length_1, dt, ...; CartPole: gravity, masspole, length,
+    force_mag, tau, ...)"""
+    env: str = ENV_ID
+    """the real task, nominal physics: rolloutlab/DiscretePendulum-v0, Acrobot-v1 or CartPole-v1"""
     budget: int = 10_000
     """real env steps per run (50 episodes of 200 steps)"""
     phase_length: int = 1_000
@@ -210,6 +228,8 @@ def protocol(settings: Settings) -> dict[str, Any]:
     fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(Settings)}
     if fields["compute_matched"]:
         del fields["compute_matched"]
+    if fields["env"] == ENV_ID:  # units saved before the field existed are the discrete Pendulum's
+        del fields["env"]
     return fields
 
 
@@ -252,9 +272,7 @@ def run_unit(settings: Settings, unit: Unit) -> Record:
     """
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the env)
     from mbrl.algorithms.dyna import BatchedDynaDQN
-    from mbrl.models.true_dynamics import TruePendulumModel
     from mbrl.phases import RolloutLengthDriver
     from meta.control import make_controller
     from rolloutlab.threads import set_torch_threads
@@ -264,11 +282,11 @@ def run_unit(settings: Settings, unit: Unit) -> Record:
     bin_index, first_run, runs = int(unit.arm), unit.seed, settings.seeds_per_unit
     arms = arm_list(settings)
     deltas = run_deltas(settings, bin_index, first_run, runs)
-    nominal = TruePendulumModel.from_env(gym.make(ENV_ID))
+    nominal = nominal_model(settings.env)
     models = [wrong_model(nominal, settings.parameter, d) for _ in arms for d in deltas]
     seeds = [settings.seed * 10_000 + first_run + i for _ in arms for i in range(runs)]
     learner = BatchedDynaDQN(
-        [functools.partial(gym.make, ENV_ID)] * len(seeds),
+        [functools.partial(gym.make, settings.env)] * len(seeds),
         learner_config(settings),
         seed=settings.seed,
         run_seeds=seeds,

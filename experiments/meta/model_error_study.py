@@ -171,12 +171,19 @@ def meta_env_config(args: Args, action_set: str) -> Any:
     )
 
 
+def check_env(args: Args) -> None:
+    """The study's models are the discrete Pendulum's simulator: another ``--inner.env`` is refused, not ignored."""
+    if args.inner.env != ENV_ID:
+        raise SystemExit(f"--inner.env {args.inner.env!r}: this study runs on {ENV_ID} only (the gate runs others)")
+
+
 def run_dir(args: Args, action_set: str) -> Path:
     return Path(args.runs_dir) / f"model_error_{action_set}"
 
 
 def train(args: Args) -> None:
     """Meta-train (or resume) one meta-agent per action set; write its learning curve and value check."""
+    check_env(args)
     from meta.control.training import CHECKPOINT_NAME, MetaTrainConfig, MetaTrainer
     from meta.rollout_length.diagnostics import value_check
 
@@ -372,6 +379,7 @@ def policy_digests(args: Args) -> dict[str, str]:
 
 def test(args: Args) -> dict[Unit, Record]:
     """Run (or resume) the test units."""
+    check_env(args)
     wanted = test_protocol(args)
     policies = policy_digests(args)
     return run_sweep(

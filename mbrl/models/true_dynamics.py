@@ -1,4 +1,5 @@
-"""True-simulator world models: Acrobot's and discrete Pendulum's own physics behind the world-model interface.
+"""True-simulator world models: Acrobot's, CartPole's and discrete Pendulum's own physics behind the world-model
+interface.
 
 :class:`TrueAcrobotModel` has the :meth:`~mbrl.models.dynamics.DynamicsModel.predict` contract of the learned model
 (and no-op ``fit`` / ``restore_last_good`` / ``state_dict``), so a Dyna learner can plan in the real dynamics instead
@@ -16,6 +17,9 @@ float32 first could see them differ, within float32 rounding of the goal height)
 
 The physics constants are constructor arguments, defaulting to Acrobot-v1's; :meth:`TrueAcrobotModel.from_env`
 reads them off an environment, including the perturbed-physics ``envs.perturbed.PerturbedAcrobotEnv``.
+:class:`TrueCartPoleModel` and :class:`TruePendulumModel` do the same for ``CartPole-v1`` and
+``rolloutlab/DiscretePendulum-v0``. Each has a ``perturbed`` copy with scaled physics or an angle-sensor error, the
+wrong models of the rollout-length headroom gate.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from mbrl.models.dynamics import ModelStep
 from mbrl.termination import acrobot as acrobot_terminated
@@ -171,6 +176,10 @@ class TrueAcrobotModel(ExactSimulatorModel):
             without link 1's centripetal term acting on link 2).
         torque_noise_max: Half-width of uniform noise added to the torque (gymnasium default 0: deterministic). When
             positive, :meth:`predict` draws the noise from its ``rng`` unless ``deterministic``.
+        angle_offset: A miscalibrated shoulder-angle sensor, in rad (0: none): the model believes link 1 sits at
+            ``theta1 + angle_offset`` when the observation says ``theta1``, so its gravity pulls toward, and its goal
+            test (the tip above the bar, which sets its reward) looks at, a frame turned by the offset. Next
+            observations are returned in the observation's frame. The real task is untouched by it.
 
     Attributes:
         obs_dim: 6, ``[cos t1, sin t1, cos t2, sin t2, dt1, dt2]``.
@@ -199,7 +208,10 @@ class TrueAcrobotModel(ExactSimulatorModel):
         torques: Sequence[float] = (-1.0, 0.0, 1.0),
         book_or_nips: str = "book",
         torque_noise_max: float = 0.0,
+        angle_offset: float = 0.0,
     ) -> None:
+        if not math.isfinite(angle_offset):
+            raise ValueError(f"angle_offset must be finite, got {angle_offset}")
         positive = {
             "gravity": gravity,
             "link_length_1": link_length_1,
@@ -232,6 +244,7 @@ class TrueAcrobotModel(ExactSimulatorModel):
         self.torques = np.asarray(torques, dtype=np.float64).reshape(-1)
         self.book_or_nips = book_or_nips
         self.torque_noise_max = float(torque_noise_max)
+        self.angle_offset = float(angle_offset)
         self.action_dim = int(self.torques.shape[0])
         self.fitted = True
 
@@ -293,7 +306,31 @@ class TrueAcrobotModel(ExactSimulatorModel):
             "torques": self.torques.tolist(),
             "book_or_nips": self.book_or_nips,
             "torque_noise_max": self.torque_noise_max,
+            "angle_offset": self.angle_offset,
         }
+
+    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TrueAcrobotModel:
+        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"gravity": 1 + delta}``).
+
+        Args:
+            scales: Factor per positive physics parameter (``gravity``, ``link_length_1``, ``link_mass_1``, ``dt``,
+                ...).
+            angle_offset: The copy's shoulder-angle sensor error in rad (``None``: this model's).
+
+        Raises:
+            ValueError: A name that is not a positive physics parameter.
+        """
+        params = self.physics()
+        scalable = {
+            k for k, v in params.items() if isinstance(v, float) and k not in ("torque_noise_max", "angle_offset")
+        }
+        unknown = sorted(set(scales) - scalable)
+        if unknown:
+            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(scalable)}")
+        params.update({k: params[k] * float(s) for k, s in scales.items()})
+        if angle_offset is not None:
+            params["angle_offset"] = float(angle_offset)
+        return TrueAcrobotModel(**params)
 
     # --- physics ----------------------------------------------------------------------------------------------
 
@@ -410,10 +447,17 @@ class TrueAcrobotModel(ExactSimulatorModel):
         torque = self.torques[idx]
         if self.torque_noise_max > 0 and not deterministic:
             torque = torque + rng.uniform(-self.torque_noise_max, self.torque_noise_max, size=len(idx))
-        next_obs = self.obs_from_state(self.step_state(self.state_from_obs(obs64), torque))
-        # Terminal test on the next observation with the same function callers use for `terminated`.
-        reward = np.where(acrobot_terminated(obs64, idx, next_obs), 0.0, -1.0)
-        return self._model_step(next_obs, reward)
+        state = self.state_from_obs(obs64)
+        if not self.angle_offset:
+            next_obs = self.obs_from_state(self.step_state(state, torque))
+            # Terminal test on the next observation with the same function callers use for `terminated`.
+            reward = np.where(acrobot_terminated(obs64, idx, next_obs), 0.0, -1.0)
+            return self._model_step(next_obs, reward)
+        state[:, 0] = _wrap(state[:, 0] + self.angle_offset, -math.pi, math.pi)  # the angle the model believes in
+        believed = self.step_state(state, torque)
+        reward = np.where(acrobot_terminated(obs64, idx, self.obs_from_state(believed)), 0.0, -1.0)
+        believed[:, 0] = _wrap(believed[:, 0] - self.angle_offset, -math.pi, math.pi)  # the observation's frame
+        return self._model_step(self.obs_from_state(believed), reward)
 
 
 class TruePendulumModel(ExactSimulatorModel):
@@ -568,3 +612,165 @@ class TruePendulumModel(ExactSimulatorModel):
         new_theta = theta + new_dtheta * self.dt - self.angle_offset  # back in the observation's frame
         next_obs = np.stack([np.cos(new_theta), np.sin(new_theta), new_dtheta], axis=1)
         return self._model_step(next_obs, reward)
+
+
+class TrueCartPoleModel(ExactSimulatorModel):
+    """CartPole's dynamics as a world model, vectorized in numpy (float64), for gymnasium's ``CartPole-v1``.
+
+    One step is ``CartPoleEnv.step`` with its Euler integrator: the pole's angular acceleration from gravity, the
+    push and the cart's coupling, then position and angle advanced with the velocities from before the step. The
+    reward is gymnasium's 1 per step; where an episode ends is the caller's known termination function
+    (:func:`mbrl.termination.cartpole`), as for the env.
+
+    ``angle_offset`` models a miscalibrated pole-angle sensor: the model believes the pole leans ``theta +
+    angle_offset`` when the observation says ``theta``, so gravity tips it the wrong way in the model's next states
+    (returned in the observation's frame). The real task is untouched by it.
+
+    Units: gravity in m/s^2, masses in kg, half pole length in m, force in N, tau in s, angles in rad.
+
+    Args:
+        gravity: Gravitational acceleration.
+        masscart: Mass of the cart.
+        masspole: Mass of the pole.
+        length: Half the pole's length (gymnasium's ``length``).
+        force_mag: Magnitude of the push of either action (action 1 pushes right, 0 left).
+        tau: Time step.
+        angle_offset: The model's pole-angle sensor error in rad (0: none).
+
+    Attributes:
+        obs_dim: 4, ``[x, x_dot, theta, theta_dot]``.
+        action_dim: 2.
+        discrete_actions: ``True``.
+        fitted: Always ``True``.
+    """
+
+    obs_dim = 4
+    action_dim = 2
+    discrete_actions = True
+
+    def __init__(
+        self,
+        *,
+        gravity: float = 9.8,
+        masscart: float = 1.0,
+        masspole: float = 0.1,
+        length: float = 0.5,
+        force_mag: float = 10.0,
+        tau: float = 0.02,
+        angle_offset: float = 0.0,
+    ) -> None:
+        if not math.isfinite(angle_offset):
+            raise ValueError(f"angle_offset must be finite, got {angle_offset}")
+        for name, value in (
+            ("gravity", gravity),
+            ("masscart", masscart),
+            ("masspole", masspole),
+            ("length", length),
+            ("force_mag", force_mag),
+            ("tau", tau),
+        ):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {value}")
+        self.gravity, self.masscart, self.masspole = float(gravity), float(masscart), float(masspole)
+        self.length, self.force_mag, self.tau = float(length), float(force_mag), float(tau)
+        self.angle_offset = float(angle_offset)
+        self.fitted = True
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> TrueCartPoleModel:
+        """The model of a ``CartPoleEnv``'s physics, read off ``env.unwrapped``.
+
+        Raises:
+            TypeError: ``env.unwrapped`` is not a ``CartPoleEnv`` with the Euler integrator.
+        """
+        u = env.unwrapped
+        if not isinstance(u, CartPoleEnv) or u.kinematics_integrator != "euler":
+            raise TypeError(f"from_env needs a CartPoleEnv with the euler integrator, got {type(u).__name__}")
+        return cls(
+            gravity=u.gravity,
+            masscart=u.masscart,
+            masspole=u.masspole,
+            length=u.length,
+            force_mag=u.force_mag,
+            tau=u.tau,
+        )
+
+    def physics(self) -> dict[str, float]:
+        """The constructor arguments."""
+        return {
+            "gravity": self.gravity,
+            "masscart": self.masscart,
+            "masspole": self.masspole,
+            "length": self.length,
+            "force_mag": self.force_mag,
+            "tau": self.tau,
+            "angle_offset": self.angle_offset,
+        }
+
+    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TrueCartPoleModel:
+        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"force_mag": 1 + delta}``).
+
+        Args:
+            scales: Factor per physics parameter name.
+            angle_offset: The copy's pole-angle sensor error in rad (``None``: this model's).
+
+        Raises:
+            ValueError: A name that is not a physics parameter.
+        """
+        params = self.physics()
+        scalable = set(params) - {"angle_offset"}
+        unknown = sorted(set(scales) - scalable)
+        if unknown:
+            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(scalable)}")
+        params.update({k: params[k] * float(s) for k, s in scales.items()})
+        if angle_offset is not None:
+            params["angle_offset"] = float(angle_offset)
+        return TrueCartPoleModel(**params)
+
+    def predict(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rng: np.random.Generator,
+        deterministic: bool = False,
+        disagreement_rows: int | None = None,
+    ) -> ModelStep:
+        """One step of this model's physics for each of ``N`` (observation, action) pairs.
+
+        Args:
+            obs: ``[N, 4]`` observations.
+            actions: ``[N]`` (or ``[N, 1]``) integer actions (0: push left, 1: push right).
+            rng: Unused (the dynamics are deterministic).
+            deterministic: Unused.
+            disagreement_rows: Unused.
+
+        Returns:
+            A :class:`~mbrl.models.dynamics.ModelStep` with ``next_obs [N, 4]`` (float64), ``reward [N]`` ones,
+            ``terminated_prob = None`` (callers apply :func:`mbrl.termination.cartpole`), zero disagreement and
+            ``finite [N]``.
+
+        Raises:
+            ValueError: ``actions`` has the wrong length or holds an index outside ``[0, 2)``.
+        """
+        obs64, idx = self._checked_inputs(obs, actions)
+        x, x_dot, theta, theta_dot = obs64[:, 0], obs64[:, 1], obs64[:, 2] + self.angle_offset, obs64[:, 3]
+        force = np.where(idx == 1, self.force_mag, -self.force_mag)
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        total_mass = self.masspole + self.masscart
+        polemass_length = self.masspole * self.length
+        # gymnasium's operation order, so that offset 0 reproduces the env's float64 state.
+        temp = (force + polemass_length * np.square(theta_dot) * sintheta) / total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / total_mass)
+        )
+        xacc = temp - polemass_length * thetaacc * costheta / total_mass
+        next_obs = np.stack(
+            [
+                x + self.tau * x_dot,
+                x_dot + self.tau * xacc,
+                theta + self.tau * theta_dot - self.angle_offset,
+                theta_dot + self.tau * thetaacc,
+            ],
+            axis=1,
+        )
+        return self._model_step(next_obs, np.ones(len(next_obs)))

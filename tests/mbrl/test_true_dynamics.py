@@ -206,3 +206,38 @@ def test_wrap_matches_gymnasium_loop_and_never_hangs() -> None:
     np.testing.assert_array_equal(_wrap(x, -math.pi, math.pi), [wrap(v, -math.pi, math.pi) for v in x])
     far = _wrap(np.array([1e6, -1e6, np.inf, np.nan]), -math.pi, math.pi)
     assert np.all(np.abs(far[:2]) <= math.pi) and np.isinf(far[2]) and np.isnan(far[3])
+
+
+def test_angle_offset_is_the_env_seen_through_a_turned_shoulder_sensor() -> None:
+    env = gym.make("Acrobot-v1")
+    states = _visited_states(env, 200, seed=3)
+    offset = 0.4
+    actions = np.random.default_rng(0).integers(0, 3, len(states))
+    rng = np.random.default_rng(0)
+    wrong = TrueAcrobotModel().perturbed({}, angle_offset=offset)
+    step = wrong.predict(TrueAcrobotModel.obs_from_state(states), actions, rng)
+    # The same as the exact model stepping the turned state, with the result turned back.
+    turned = states.copy()
+    turned[:, 0] = _wrap(turned[:, 0] + offset, -math.pi, math.pi)
+    exact = TrueAcrobotModel().step_state(turned, TrueAcrobotModel().torques[actions])
+    exact[:, 0] = _wrap(exact[:, 0] - offset, -math.pi, math.pi)
+    np.testing.assert_allclose(step.next_obs, TrueAcrobotModel.obs_from_state(exact), atol=1e-12)
+    # It errs where the exact model does not, and at offset 0 it is the exact model bit for bit.
+    right = TrueAcrobotModel().predict(TrueAcrobotModel.obs_from_state(states), actions, rng)
+    assert np.abs(step.next_obs - right.next_obs).max() > 0.05
+    same = (
+        TrueAcrobotModel()
+        .perturbed({}, angle_offset=0.0)
+        .predict(TrueAcrobotModel.obs_from_state(states), actions, rng)
+    )
+    np.testing.assert_array_equal(same.next_obs, right.next_obs)
+    # Its goal test looks at the turned frame: the arm straight up is its goal only without an offset.
+    up = TrueAcrobotModel.obs_from_state(np.array([[math.pi - 0.05, 0.0, 0.0, 0.0]]))
+    assert TrueAcrobotModel().predict(up, np.array([1]), rng).reward[0] == 0.0
+    assert TrueAcrobotModel(angle_offset=1.5).predict(up, np.array([1]), rng).reward[0] == -1.0
+    assert wrong.physics()["angle_offset"] == offset
+    assert TrueAcrobotModel().perturbed({"gravity": 1.5}).gravity == pytest.approx(9.8 * 1.5)
+    with pytest.raises(ValueError, match="unknown physics"):
+        TrueAcrobotModel().perturbed({"g": 1.5})
+    with pytest.raises(ValueError, match="angle_offset"):
+        TrueAcrobotModel(angle_offset=float("inf"))

@@ -142,3 +142,24 @@ def test_protocol_names_compute_matching_only_when_it_is_off() -> None:
 def test_arms_split_between_specs_not_inside_them() -> None:
     settings = headroom.Settings(arms="fixed:0, linear:2,3,32,0,dec:32")
     assert headroom.arm_list(settings) == ["fixed:0", "linear:2,3,32,0", "dec:32"]
+
+
+def test_acrobot_unit_uses_its_simulator_with_the_error_and_names_the_env(tmp_path: Path) -> None:
+    settings = headroom.Settings(
+        **{**TINY, "arms": "fixed:0,fixed:2", "bins": "0:0,0.8:0.8", "budget": 200, "seeds_per_unit": 1},  # type: ignore[arg-type]
+        env="Acrobot-v1",
+    )
+    exact = headroom.run_unit(settings, Unit("0", 0, tmp_path / "a.json", group="bin"))
+    wrong = headroom.run_unit(settings, Unit("1", 0, tmp_path / "b.json", group="bin"))
+    assert exact["protocol"]["env"] == "Acrobot-v1"
+    assert "env" not in headroom.protocol(headroom.Settings())  # the discrete Pendulum's units keep their protocol
+    # K = 0 never calls the model; K = 2 learns from a model that is exact in bin 0 and off by 0.8 rad in bin 1.
+    assert exact["arms"]["fixed:0"]["scores"] == wrong["arms"]["fixed:0"]["scores"]
+    assert (
+        max(exact["arms"]["fixed:2"]["one_step_rmse"][0])
+        < 1e-5
+        < 0.05
+        < min(wrong["arms"]["fixed:2"]["one_step_rmse"][0])
+    )
+    with pytest.raises(ValueError, match="exact simulators"):
+        headroom.nominal_model("MountainCar-v0")
