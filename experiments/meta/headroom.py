@@ -97,7 +97,11 @@ def nominal_model(env_id: str) -> Any:
     import envs  # noqa: F401  (registers the env)
     from mbrl.models.true_dynamics import TrueAcrobotModel, TrueCartPoleModel, TruePendulumModel
 
-    simulators = {ENV_ID: TruePendulumModel, "Acrobot-v1": TrueAcrobotModel, "CartPole-v1": TrueCartPoleModel}
+    simulators: dict[str, Any] = {
+        ENV_ID: TruePendulumModel,
+        "Acrobot-v1": TrueAcrobotModel,
+        "CartPole-v1": TrueCartPoleModel,
+    }
     if env_id not in simulators:
         raise ValueError(f"--env {env_id!r}: the gate knows the exact simulators of {sorted(simulators)} only")
     return simulators[env_id].from_env(gym.make(env_id))
