@@ -115,6 +115,9 @@ class Args:
     out_dir: str = str(RESULTS / "model_error")
     """where the training summaries and test units are saved"""
     out: str = str(RESULTS / "summary.json")
+    extra_dirs: tuple[str, ...] = ()
+    """summary: --out-dir's of other test stages on the same paired runs (same test seed, strata, inner settings and
+    meta-policy, other --schedules), whose arms are merged in; an arm tested in both must have the same scores"""
     inner: Settings = dataclasses.field(default_factory=Settings)
     """the inner learner (the headroom gate's settings; its arms and bins are unused here)"""
     agent: MetaAgentConfig = dataclasses.field(default_factory=MetaAgentConfig)
@@ -401,7 +404,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
         raise SystemExit(
             f"the test units were played by different meta-policies {sorted(played)}: rerun the test stage"
         )
-    arms = list(arm_specs(args))
+    arms = list(records[0]["arms"])  # arm_specs(args)'s, then any merged from --extra-dirs
     scores = {arm: np.array([x for r in records for x in r["arms"][arm]["scores"]]) for arm in arms}
     deltas = [d for r in records for d in r["deltas"]]
     aggregates: dict[str, Callable[[np.ndarray], float]] = {"mean": np.mean, "median": np.median, "iqm": iqm}
@@ -529,6 +532,7 @@ def summarize(args: Args, records: Sequence[Record]) -> dict[str, Any]:
             "core_seconds": float(sum(r["core_seconds"] for r in records)),
         },
         "protocol": test_protocol(args),
+        "extra_dirs": [_portable(str(Path(d).resolve())) for d in args.extra_dirs],
         "policies": records[0].get("policies"),
         "command": "python experiments/meta/model_error_study.py summary",
     }
@@ -584,23 +588,53 @@ def plot_schedules(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def saved_units(args: Args, out_dir: str, *, any_arms: bool = False) -> list[Record]:
+    """The test units saved in ``out_dir`` under this protocol (``any_arms``: whatever their arms)."""
+    wanted = test_protocol(args)
+    records = []
+    for unit in test_units(dataclasses.replace(args, out_dir=out_dir)):
+        if unit.path.exists():
+            record = json.loads(unit.path.read_text())
+            protocol = record.get("protocol", {})
+            if any_arms:
+                protocol, wanted = {**protocol, "arms": None}, {**wanted, "arms": None}
+            if protocol == wanted:
+                records.append(record)
+    return records
+
+
+def merge_arms(records: Sequence[Record], others: Sequence[Record], where: str) -> list[Record]:
+    """``records`` with the arms of ``others`` (units of the same paired runs) added.
+
+    Raises:
+        SystemExit: a unit of ``records`` has no counterpart with the same runs and meta-policy in ``others``, or an
+            arm in both scored differently (the same run must give the same score in any batch).
+    """
+    by_first = {r["first_run"]: r for r in others}
+    merged = []
+    for record in records:
+        other = by_first.get(record["first_run"])
+        if other is None or other["deltas"] != record["deltas"] or other.get("policies") != record.get("policies"):
+            raise SystemExit(f"{where} has no unit of runs {record['first_run']}+ with the same offsets and policy")
+        arms = dict(record["arms"])
+        for arm, entry in other["arms"].items():
+            if arm in arms and arms[arm]["scores"] != entry["scores"]:
+                raise SystemExit(f"arm {arm} scored differently in {where} on runs {record['first_run']}+")
+            arms.setdefault(arm, entry)
+        merged.append({**record, "arms": arms})
+    return merged
+
+
 def main(args: Args) -> None:
     if args.stage == "train":
         train(args)
         return
-    records: list[Record] = []
-    if args.stage == "test":
-        records = list(test(args).values())
-    else:
-        wanted = test_protocol(args)
-        for unit in test_units(args):
-            if unit.path.exists():
-                record = json.loads(unit.path.read_text())
-                if record.get("protocol") == wanted:
-                    records.append(record)
+    records = list(test(args).values()) if args.stage == "test" else saved_units(args, args.out_dir)
     if not records:
         where = Path(args.out_dir) / "test"
         raise SystemExit(f"no test units saved under this protocol in {where}: run the test stage")
+    for extra in args.extra_dirs:
+        records = merge_arms(records, saved_units(args, extra, any_arms=True), extra)
     summary = summarize(args, records)
     atomic_write_json(args.out, summary)
     plot_schedules(summary, Path(args.out).with_name("model_error_schedules.png"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -88,6 +89,23 @@ def test_study_trains_tests_and_summarizes(tmp_path: Path) -> None:
     policy = tmp_path / "runs" / "model_error_direct" / POLICY_NAME
     assert unit["policies"] == {"meta_direct": hashlib.sha256(policy.read_bytes()).hexdigest()[:16]}
     assert summary["policies"] == unit["policies"]
+    # Other schedules on the same paired runs, merged into one summary; META's runs reproduce in the other batch.
+    more = dataclasses.replace(
+        _args(tmp_path, "test"), schedules=("fixed:4",), out_dir=str(tmp_path / "more"), out=str(tmp_path / "m.json")
+    )
+    study.main(more)
+    merged = dataclasses.replace(_args(tmp_path, "summary"), extra_dirs=(str(tmp_path / "more"),))
+    study.main(merged)
+    both = json.loads((tmp_path / "summary.json").read_text())
+    assert set(both["arms"]) == set(summary["arms"]) | {"fixed:4"}
+    assert both["arms"]["meta_direct"]["scores"] == summary["arms"]["meta_direct"]["scores"]
+    assert "fixed:4" in both["probability_of_improvement"]["meta_direct"]
+    tampered = tmp_path / "more" / "test" / "runs000.json"
+    unit_more = json.loads(tampered.read_text())
+    unit_more["arms"]["meta_direct"]["scores"][0] += 1.0
+    tampered.write_text(json.dumps(unit_more))
+    with pytest.raises(SystemExit, match="scored differently"):
+        study.main(merged)
     checkpoint = tmp_path / "runs" / "model_error_direct" / CHECKPOINT_NAME
     envelope = load_checkpoint(checkpoint, kind=CHECKPOINT_KIND)
     envelope["state"]["rounds_done"] = 0
@@ -108,3 +126,47 @@ def test_held_out_offsets_are_paired_and_in_range() -> None:
 def test_bad_ranges_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         study.parse_range(text)
+
+
+def test_stratified_offsets_cycle_through_the_strata() -> None:
+    args = study.Args(stage="summary", test_error="0:2.0", test_strata=4)  # type: ignore[arg-type]
+    deltas = study.test_deltas(args, 0, 40)
+    assert [int(d // 0.5) for d in deltas] == [i % 4 for i in range(40)]
+    assert deltas[8:12] == study.test_deltas(args, 8, 4)
+    with pytest.raises(ValueError, match="test-strata"):
+        study.test_units(dataclasses.replace(args, seeds=10, seeds_per_unit=5))
+
+
+def test_strata_are_the_tasks_of_the_probability_of_improvement() -> None:
+    """META wins every stratum by 10 but the strata differ by 100: within strata P = 1, pooled P < 1."""
+    args = study.Args(
+        stage="summary",  # type: ignore[arg-type]
+        test_error="0:2.0",
+        test_strata=4,
+        seeds=8,
+        seeds_per_unit=4,
+        schedules=("fixed:0", "fixed:32"),
+        bootstrap_reps=50,
+    )
+    records = []
+    for first in (0, 4):
+        base = [-100.0 * s - first for s in range(4)]
+        records.append(
+            {
+                "first_run": first,
+                "runs": 4,
+                "deltas": study.test_deltas(args, first, 4),
+                "core_seconds": 1.0,
+                "arms": {
+                    "fixed:0": {"scores": base},
+                    "fixed:32": {"scores": [b - 5.0 for b in base]},
+                    "meta_direct": {"scores": [b + 10.0 for b in base], "schedules": [[32, 0]] * 4},
+                },
+            }
+        )
+    summary = study.summarize(args, records)
+    assert summary["probability_tasks"] == 4
+    assert summary["versus_best_schedule"]["meta_direct"]["p"] == 1.0
+    assert summary["versus_best_schedule_pooled"]["meta_direct"]["p"] < 0.75
+    assert summary["headroom_on_test"]["runs_by_bin"] == [2, 2, 2, 2]
+    assert summary["target_met"]["meta_direct"] is True
