@@ -20,7 +20,9 @@ Three stages, each resumable:
   x ``--seeds-per-unit`` seeds, one batched learner each, written to ``results/model_error/test/``.
 * ``summary``: per arm mean, median and IQM with 95% stratified-bootstrap intervals (rliable), META's probability of
   improvement over the best schedule (the fixed or scheduled arm with the highest mean) and over the others, and the
-  learned K schedules against delta (``results/model_error_schedules.png``) -> ``results/summary.json``.
+  learned K schedules against delta (``results/model_error_schedules.png``) -> ``results/summary.json``. With
+  ``--test-strata n`` the offsets are stratified and each stratum is one rliable task (the pooled probability is kept
+  beside it); ``--extra-dirs`` merges other schedules tested on the same paired runs.
 
     OMP_NUM_THREADS=1 python experiments/meta/model_error_study.py train     # ~500 meta-episodes, 2 workers
     OMP_NUM_THREADS=1 python experiments/meta/model_error_study.py test      # 100 paired runs per arm
