@@ -22,9 +22,9 @@ Two methods are measured against a matched baseline arm of their own instead of 
   optimizer step per generated batch its ratio is exactly 1 and no bound binds. Both ``bapo`` and its baseline
   ``clip_fixed`` (the trainer's fixed bounds ``[1 − ε_low, 1 + ε_high]`` of :class:`GRPOConfig`) therefore train on
   stale data: ``stale_epochs`` passes over each generated batch of ``minibatches`` minibatches, 4 × 4 = 16 optimizer
-  steps per generation by default (the staleness of BAPO's gate), the same tokens and the same number of updates in
-  both arms. Every unit records its updates per generation, the share of learning tokens the clip removed and the
-  ratio range (``updates``), so the staleness each comparison ran under is on disk beside it.
+  steps per generation by default (the staleness of BAPO's gate), the same token budget and the same optimizer steps
+  per generated batch in both arms. Every unit records its updates per generation, the share of learning tokens the
+  clip removed and the ratio range (``updates``), so the staleness each comparison ran under is on disk beside it.
 * DART (decoupled asynchronous rollout workers, :class:`~meta.rlvr.trainers.dart.DARTTrainer`) against ``dart_sync``,
   the same learner, workers and rollout counts in synchronous mode, both with ``dart_workers`` Ray workers; the
   headline is learner steps per second of training time (held-out evaluations excluded; the workers are drained before
