@@ -1,17 +1,24 @@
-"""The seed-method benchmark: a tiny run of the whole script, resuming, equal token budgets, every arm's wiring and
-the headline rules."""
+"""The seed-method benchmark: a tiny run of the whole script, resuming, equal token budgets, every arm's wiring (BAPO
+and its fixed-clip baseline on the same stale updates, DART and its synchronous baseline) and the headline rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from envs.reasoning import Task
+from envs.reasoning.registry import family_spec
+from experiments.rlvr import seed_methods
 from experiments.rlvr.headroom import GATES
 from experiments.rlvr.seed_methods import (
     GATE_NAMES,
+    METHOD_BASELINES,
     METHOD_TESTBEDS,
+    METHODS,
     Args,
     build_trainer,
     find_testbed,
@@ -19,8 +26,12 @@ from experiments.rlvr.seed_methods import (
     main,
     summarize,
     units_of,
+    update_stats,
     warm_start,
 )
+from meta.rlvr.token.clipping import BalancedClip
+from meta.rlvr.trainers.dart import DARTTrainer
+from meta.rlvr.trainers.grpo_config import GRPOConfig
 
 PER_STEP_TOKENS_MAX = 2 * 8 * 56 * 4  # prompts x G x carry's max_new_tokens x (1 + DAPO's 3 refills)
 
@@ -51,8 +62,13 @@ def test_every_method_has_its_gate_testbed() -> None:
     assert set(GATE_NAMES.values()) <= set(GATES)
     assert METHOD_TESTBEDS["alp"] == METHOD_TESTBEDS["hbpo"] == "carry"
     assert METHOD_TESTBEDS["arpo"] == "toolmix" and METHOD_TESTBEDS["guide"] == "countdown"
-    with pytest.raises(ValueError, match="unknown method 'bapo' in --methods; known: alp, "):
-        Args(methods=["bapo"])
+    assert METHOD_TESTBEDS["bapo"] == METHOD_TESTBEDS["dart"] == "countdown"  # BAPO's gate reads countdown
+    with pytest.raises(ValueError, match=r"unknown method 'ppo' in --methods; known: alp, .*, bapo, dart$"):
+        Args(methods=["ppo"])
+    with pytest.raises(ValueError, match="dart_backend must be one of inline, process, ray, got 'mpi'"):
+        Args(dart_backend="mpi")
+    with pytest.raises(ValueError, match="need stale_epochs >= 1"):
+        Args(stale_epochs=0)
 
 
 def test_units_bring_their_testbeds_references(tmp_path: Path) -> None:
@@ -66,6 +82,9 @@ def test_units_bring_their_testbeds_references(tmp_path: Path) -> None:
         ("carry", "alp"),
     ]
     assert units[0].path == tmp_path / "seed_methods" / "toolmix__uniform__0.json"
+    # BAPO and DART bring their own matched baselines, once each, before the methods.
+    units = units_of(Args(methods=["dart", "bapo", "hapo"], seeds=[0], out=str(tmp_path)))
+    assert [u.arm for u in units] == ["uniform", "dapo", "dart_sync", "clip_fixed", "dart", "bapo", "hapo"]
 
 
 def test_tiny_run_matches_budgets_and_resumes(tmp_path: Path) -> None:
@@ -90,7 +109,7 @@ def test_tiny_run_matches_budgets_and_resumes(tmp_path: Path) -> None:
     assert set(summary["warm_starts"]["carry"]) == {"accuracy", "answer_length", "tool_calls", "entropy"}
     text = (tmp_path / "seed_methods.json").read_text()
     json.loads(text, parse_constant=refuse)
-    assert "| alp | carry | length_ratio" in (tmp_path / "seed_methods.md").read_text()
+    assert "| alp | carry | uniform | length_ratio" in (tmp_path / "seed_methods.md").read_text()
 
     # Resuming: a record on disk is kept (a marked one keeps its mark), a missing one alone is run again.
     marked = folder / "carry__alp__1.json"
@@ -112,14 +131,135 @@ def test_tiny_run_matches_budgets_and_resumes(tmp_path: Path) -> None:
         main(tiny(tmp_path, summarize_only=True))
 
 
-@pytest.mark.parametrize("arm", sorted(GATE_NAMES))
+def _tiny_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.getbasetemp() / "seed_methods_ckpt"  # one tiny warm start per testbed for all tests
+
+
+@pytest.mark.parametrize("arm", sorted([*METHODS, *METHOD_BASELINES.values()]))
 def test_every_arm_trains_a_step(tmp_path_factory: pytest.TempPathFactory, arm: str) -> None:
-    ckpt = tmp_path_factory.getbasetemp() / "seed_methods_ckpt"  # one tiny warm start per testbed for all arms
-    args = Args(methods=[arm], prompts_per_step=2, pool_per_bucket=2, sft_steps=2, checkpoint_dir=str(ckpt))
-    bed, path = warm_start(find_testbed(METHOD_TESTBEDS[arm]), args)
+    method = next((m for m, b in METHOD_BASELINES.items() if b == arm), arm)
+    args = Args(
+        methods=[method],
+        prompts_per_step=2,
+        pool_per_bucket=2,
+        sft_steps=2,
+        checkpoint_dir=str(_tiny_ckpt(tmp_path_factory)),
+        dart_backend="inline",
+    )
+    bed, path = warm_start(find_testbed(METHOD_TESTBEDS[method]), args)
     trainer = build_trainer(arm, bed, path, args, seed=0)
-    trainer.step()
+    try:
+        trainer.step()
+    finally:
+        if isinstance(trainer, DARTTrainer):
+            trainer.close()
     assert trainer.costs.completion_tokens > 0
+
+
+def short_is_right(task: Task, completion: str) -> float:
+    """A reward with a spread on any policy: the short answers are right, the long ones (most tokens) wrong, so the
+    positive share of BAPO's loss starts below its target and its bounds must move."""
+    return float(len(completion.rstrip("$")) <= 4)
+
+
+def _stale_args(tmp_path_factory: pytest.TempPathFactory, **overrides: Any) -> Args:
+    settings: dict[str, Any] = {
+        "methods": ["bapo"],
+        "prompts_per_step": 2,
+        "pool_per_bucket": 2,
+        "sft_steps": 2,
+        "stale_epochs": 3,
+        "checkpoint_dir": str(_tiny_ckpt(tmp_path_factory)),
+    }
+    return Args(**{**settings, **overrides})
+
+
+def test_bapo_and_fixed_clip_train_on_the_same_stale_updates(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        seed_methods, "family_spec", lambda name: dataclasses.replace(family_spec(name), verify=short_is_right)
+    )
+    args = _stale_args(tmp_path_factory)
+    bed, path = warm_start(find_testbed("countdown"), args)
+    bapo = build_trainer("bapo", bed, path, args, seed=0)
+    fixed = build_trainer("clip_fixed", bed, path, args, seed=0)
+    uniform = build_trainer("uniform", bed, path, args, seed=0)
+    # Matched: the same schedule and data (same seed, same prompts); only the clip bounds' rule differs.
+    assert bapo.cfg == fixed.cfg and bapo.cfg.epochs == 3 and uniform.cfg.epochs == 1
+    assert isinstance(bapo.clip_controller, BalancedClip) and fixed.clip_controller is None
+    seen: list[tuple[Any, tuple[float, float]]] = []
+    decide = bapo.clip_controller.decide
+
+    def spy(feedback: Any) -> tuple[float, float]:
+        bounds = decide(feedback)
+        seen.append((feedback["ratios"].copy(), bounds))
+        return bounds
+
+    monkeypatch.setattr(bapo.clip_controller, "decide", spy)
+    bapo_steps = [bapo.step() for _ in range(2)]
+    fixed_steps = [fixed.step() for _ in range(2)]
+    per_generation = GRPOConfig.minibatches * 3
+    # Stale data: several optimizer steps per generated batch, and the ratio leaves 1 after the first.
+    for metrics in (bapo_steps, fixed_steps):
+        stats = update_stats(metrics)
+        assert stats["updates_per_generation"] == per_generation
+        assert stats["ratio_spread_mean"] > 0 and (stats["ratio_min"] < 1 or stats["ratio_max"] > 1)
+    assert uniform.step()["optimizer_steps"] == GRPOConfig.minibatches
+    # BAPO decides its bounds at every optimizer step from the stale ratios, and moves them off (a-, a+) ...
+    assert len(seen) == 2 * per_generation
+    assert any(abs(r - 1).max() > 0 for r, _ in seen)
+    start = (bapo.clip_controller.low_range[0], bapo.clip_controller.high_range[0])
+    assert any(bounds != start for _, bounds in seen)
+    assert all(0.6 <= lo <= 0.9 and 1.2 <= hi <= 3.0 for _, (lo, hi) in seen)
+    # ... while the fixed arm's bounds are the config's, at every step.
+    fixed_stats = update_stats(fixed_steps)
+    assert fixed_stats["clip_low_range"] == [pytest.approx(0.8)] * 2
+    assert fixed_stats["clip_high_range"] == [pytest.approx(1.28)] * 2
+
+
+def test_bapo_and_dart_units_and_summary(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        seed_methods, "family_spec", lambda name: dataclasses.replace(family_spec(name), verify=short_is_right)
+    )
+    args = tiny(
+        tmp_path,
+        methods=["bapo", "dart"],
+        tokens_budget=400,
+        stale_epochs=2,
+        dart_backend="inline",
+        checkpoint_dir=str(_tiny_ckpt(tmp_path_factory)),
+    )
+    summary = main(args)
+    folder = tmp_path / "seed_methods"
+    arms = ("uniform", "dapo", "dart_sync", "clip_fixed", "dart", "bapo")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"countdown__{a}__{s}.json" for a in arms for s in (0, 1))
+    records = {p.stem: json.loads(p.read_text()) for p in folder.iterdir()}
+    for name, record in records.items():
+        assert record["train_seconds"] > 0 and record["steps_per_second"] > 0, name
+        assert record["updates"]["updates_per_generation"] > 0, name
+    # The unit JSON shows the staleness: 4 minibatches x 2 passes, ratios off 1, and only BAPO's bounds move.
+    for seed in (0, 1):
+        for arm in ("bapo", "clip_fixed"):
+            updates = records[f"countdown__{arm}__{seed}"]["updates"]
+            assert updates["updates_per_generation"] == GRPOConfig.minibatches * 2
+            assert updates["ratio_spread_mean"] > 0
+        assert records[f"countdown__clip_fixed__{seed}"]["updates"]["clip_low_range"] == [pytest.approx(0.8)] * 2
+        assert records[f"countdown__bapo__{seed}"]["updates"]["clip_low_range"][1] > 0.6
+        assert records[f"countdown__uniform__{seed}"]["updates"]["updates_per_generation"] <= GRPOConfig.minibatches
+        assert set(records[f"countdown__dart__{seed}"]["async"]) >= {"idle_seconds", "mean_staleness"}
+    bapo, dart = summary["methods"]["bapo"], summary["methods"]["dart"]
+    assert bapo["baseline"] == "clip_fixed" and dart["baseline"] == "dart_sync"
+    assert bapo["headline_measure"]["name"] == "accuracy_delta"
+    assert dart["headline_measure"]["name"] == "steps_per_second_ratio"
+    assert dart["gate"] is None and isinstance(dart["headline_met"], bool)
+    assert set(bapo["updates"]) == {"bapo", "clip_fixed"} and bapo["updates"]["clip_fixed"]["clip_fraction"] >= 0
+    assert set(summary["references"]["countdown"]) == set(arms) - {"bapo", "dart"}
+    table = (tmp_path / "seed_methods.md").read_text()
+    assert "| bapo | countdown | clip_fixed | accuracy_delta" in table
+    assert "| dart | countdown | dart_sync | steps_per_second_ratio" in table and table.rstrip().endswith("| — |")
 
 
 def _m(value: float, low: float, high: float) -> dict[str, object]:
@@ -140,6 +280,12 @@ def test_headline_rules() -> None:
     assert headline_met("guide", {"accuracy_delta": flat, "hard_accuracy_delta": _m(0.1, 0.05, 0.15)})
     assert not headline_met("seele", {"accuracy_delta": flat, "hard_accuracy_delta": flat})
     assert not headline_met("dars_b", {"accuracy_delta": flat})  # no pass@k measured
+    assert headline_met("bapo", up) and not headline_met("bapo", {**up, "entropy_retention_ratio": _m(1.1, 0.9, 1.3)})
+    faster = {"accuracy_delta": flat, "steps_per_second_ratio": _m(1.6, 1.4, 1.8)}
+    assert headline_met("dart", faster)
+    assert not headline_met("dart", {**faster, "accuracy_delta": _m(-0.05, -0.08, -0.02)})  # accuracy worse
+    assert not headline_met("dart", {**faster, "steps_per_second_ratio": _m(1.1, 0.9, 1.3)})
+    assert not headline_met("dart", {"accuracy_delta": flat})  # no step rates on record
 
 
 def test_summary_needs_every_seed_of_a_comparison() -> None:

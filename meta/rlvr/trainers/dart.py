@@ -312,8 +312,10 @@ class DARTTrainer(GRPOTrainer):
     def _in_flight(self) -> int:
         return sum(self._busy)
 
-    def _drain(self) -> None:
-        """Wait for every job in flight and keep the results (checkpoints and :meth:`close`)."""
+    def drain(self) -> None:
+        """Wait for every job in flight and keep the results (checkpoints, :meth:`close`, and a pause of the workers
+        while the caller does other work, such as a held-out evaluation, that the asynchronous mode must not
+        overlap with sampling to be timed fairly). The wait outside :meth:`step` is booked as no step's idle time."""
         while self._in_flight() > 0:
             self._wait()
 
@@ -322,7 +324,7 @@ class DARTTrainer(GRPOTrainer):
         yet stay in the ready queue (generated, not dropped): a run that goes on trains on them (within the bound)."""
         if self.pool is not None:
             self.idle_seconds_step = 0.0
-            self._drain()
+            self.drain()
             self.pool.close()
             self.pool = None
             self._sent = [-1] * self.dart.workers
@@ -362,7 +364,7 @@ class DARTTrainer(GRPOTrainer):
             sizes = [len(c) for c in np.array_split(np.arange(batch), self.dart.workers) if len(c)]
             for worker, size in enumerate(sizes):
                 self._submit(worker, size)
-            self._drain()
+            self.drain()
             taken = self._take(batch)
         else:
             while True:
@@ -457,7 +459,7 @@ class DARTTrainer(GRPOTrainer):
         are waited for first, so nothing is outstanding), the job counter and the staleness and time counters."""
         self.idle_seconds_step = 0.0
         if self.pool is not None:
-            self._drain()
+            self.drain()
         return {
             **super().state_dict(),
             "dart": {
