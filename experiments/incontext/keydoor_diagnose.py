@@ -37,6 +37,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.matched_protocol import GATE_TASKS, SETTINGS, agent_config
+from envs.metarl.keydoor import MOVES
 from experiments.incontext.value_check import value_check
 from meta.incontext.agent import InContextAgent
 from meta.incontext.references import KeyDoorExplorer
@@ -122,10 +123,10 @@ def play(
         while not done:
             pos, holding = raw.pos.copy(), raw.has_key  # type: ignore[attr-defined]
             action = policy(raw, obs)
-            entered = np.clip(pos + np.array([[0, 1], [0, -1], [-1, 0], [1, 0]])[action], 0, raw.size - 1)  # type: ignore[attr-defined]
+            entered = np.clip(pos + MOVES[action], 0, raw.size - 1)  # type: ignore[attr-defined]
             obs, reward, done, _, _ = env.step(action)
             if explorer is not None:
-                explorer.observe(entered, reward, holding)
+                explorer.observe(entered, float(reward), holding)
             for key, value in (("obs", obs), ("actions", action), ("rewards", reward), ("dones", float(done))):
                 rec[key].append(value)
         out.append(Trajectory(*(np.asarray(rec[k], dtype=d) for k, d in (
@@ -176,7 +177,7 @@ def main(args: Args) -> dict[str, Any]:
         return info
 
     trainer.trial_epsilons = recorded_epsilons  # type: ignore[method-assign]
-    trainer.update = recorded_update  # type: ignore[method-assign]
+    trainer.update = recorded_update  # type: ignore[method-assign,assignment]
     result = trainer.learn()
     seeds = eval_task_seeds(args.eval_tasks)
     venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, len(seeds), **task_kwargs(cfg)))
