@@ -36,8 +36,8 @@ import torch
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from experiments.incontext.matched_protocol import GATE_TASKS, SETTINGS, agent_config
 from envs.metarl.keydoor import MOVES
+from experiments.incontext.matched_protocol import GATE_TASKS, SETTINGS, agent_config
 from experiments.incontext.value_check import value_check
 from meta.incontext.agent import InContextAgent
 from meta.incontext.references import KeyDoorExplorer
