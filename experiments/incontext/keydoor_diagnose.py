@@ -60,6 +60,8 @@ class Args:
     """Env-step budget (the setting's schedules are planned over it)."""
     eval_tasks: int = 50
     """Evaluation tasks of the behaviour statistics (the first of the shared evaluation seeds)."""
+    batch_size: int | None = None
+    """Trials per update (``None``: the setting's); fewer make a diagnosis affordable on a starved CPU."""
     value_trials: int = 16
     """Replayed trials of the value check."""
     run_dir: str | None = None
@@ -156,7 +158,7 @@ def main(args: Args) -> dict[str, Any]:
     if args.setting not in SETTINGS or args.task not in GATE_TASKS:
         raise SystemExit(f"need a setting in {list(SETTINGS)} and a task in {list(GATE_TASKS)}")
     cfg = agent_config(args.setting, args.task, args.seed, args.env_steps, None, args.eval_tasks)
-    cfg = dataclasses.replace(cfg, eval_every_steps=args.env_steps + 1)
+    cfg = dataclasses.replace(cfg, eval_every_steps=args.env_steps + 1, batch_size=args.batch_size or cfg.batch_size)
     trainer = InContextTrainer(cfg, None if args.run_dir is None else Path(args.run_dir))
     eps_log: list[dict[str, Any]] = []
     update_log: list[dict[str, float]] = []
