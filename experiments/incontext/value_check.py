@@ -2,9 +2,11 @@
 returns that followed them, per discount, and what its policy prefers, on a trained run's own replay.
 
 The brief's first check ("a value function against Monte-Carlo returns"): a critic whose values are far from the
-returns it is trained toward, or uncorrelated with them, cannot steer the actor. The returns are those of the stored
-(exploring) behaviour, so a good critic matches them only roughly (it values the learned policy), but not by a
-factor of several. Reads ``checkpoint.pt`` of a run folder (``InContextTrainer`` layout) and writes JSON:
+returns it is trained toward, or uncorrelated with them, cannot steer the actor. Q-values are divided by the
+agent's ``reward_scale`` first (the critics learn scaled rewards), so both sides are in the env's reward units. The
+returns are those of the stored (exploring) behaviour, so a good critic matches them only roughly (it values the
+learned policy), but not by a factor of several. Reads ``checkpoint.pt`` of a run folder (``InContextTrainer``
+layout) and writes JSON:
 
     OMP_NUM_THREADS=1 python experiments/incontext/value_check.py \\
         --run-dir runs/incontext-gate-keydoor/keydoor_keydoor600k_amago_seed0 \\
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,31 +53,41 @@ def discounted_returns(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> 
     return out
 
 
-def main(args: Args) -> None:
-    set_torch_threads(1)
-    path = Path(args.run_dir) / "checkpoint.pt"
-    cfg = from_dict(TrainConfig, with_saved_defaults(load_checkpoint(path, kind="incontext-agent")["config"]))
-    trainer = InContextTrainer(cfg, Path(args.run_dir), resume=True)
-    agent = trainer.agent.eval()  # the online weights: the ones the TD loss trains
-    batch = trainer.replay.sample(args.trials, cfg.window, np.random.default_rng(args.seed), cfg.full_trials)
+def value_check(trainer: InContextTrainer, trials: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Q-values of replayed actions against the Monte-Carlo discounted returns that followed them, per discount.
+
+    The critics learn values of rewards times ``agent.reward_scale`` (AMAGO's reward multiplier), so their Q-values
+    are divided by it here: both sides are in the env's reward units (a ratio of ``reward_scale`` otherwise says
+    nothing about the critic).
+
+    Args:
+        trainer: A trainer whose replay holds trajectories (its online weights are checked: the ones TD trains).
+        trials: Replayed trials (windows) drawn from the replay.
+        rng: Draws them.
+    """
+    cfg = trainer.config
+    agent = trainer.agent.eval()
+    batch = trainer.replay.sample(trials, cfg.window, rng, cfg.full_trials).to(agent.device)
     with torch.no_grad():
         features, _ = agent.encode(batch.obs, None, batch.start)
-        q = agent.q_values(features[:, :-1]).mean(dim=2)  # (B, T, G, A), ensemble mean
-        probs = torch.softmax(agent.policy_logits(features[:, :-1])[..., -1, :], dim=-1)  # longest discount
-    mask = batch.mask.numpy() > 0
-    rewards, dones = batch.rewards.numpy().astype(np.float64), batch.dones.numpy().astype(np.float64)
-    out: dict[str, object] = {
-        "run_dir": args.run_dir,
+        q = agent.q_values(features[:, :-1]).mean(dim=2).cpu() / cfg.agent.reward_scale  # (B, T, G, A), env units
+        probs = torch.softmax(agent.policy_logits(features[:, :-1])[..., -1, :], dim=-1).cpu()  # longest discount
+    mask = batch.mask.cpu().numpy() > 0
+    rewards = batch.rewards.cpu().numpy().astype(np.float64)
+    dones = batch.dones.cpu().numpy().astype(np.float64)
+    actions = batch.actions.cpu()
+    out: dict[str, Any] = {
         "env_steps": trainer.env_steps,
         "updates": trainer.updates,
-        "trials": args.trials,
+        "trials": trials,
+        "reward_scale": cfg.agent.reward_scale,
         "mean_reward_per_trial": float((rewards * mask).sum(1).mean()),
         "per_discount": {},
     }
     for g, gamma in enumerate(cfg.agent.gammas):
         returns = discounted_returns(rewards, dones, gamma)[mask]
-        taken = q[..., g, :].gather(-1, batch.actions[..., None]).squeeze(-1).numpy()[mask]
-        out["per_discount"][str(gamma)] = {  # type: ignore[index]
+        taken = q[..., g, :].gather(-1, actions[..., None]).squeeze(-1).numpy()[mask]
+        out["per_discount"][str(gamma)] = {
             "q_taken_mean": float(taken.mean()),
             "mc_return_mean": float(returns.mean()),
             "size_ratio": float(np.abs(taken).mean() / max(np.abs(returns).mean(), 1e-12)),
@@ -83,6 +96,15 @@ def main(args: Args) -> None:
     chosen = probs.numpy()[mask]
     out["policy_mean_probs"] = chosen.mean(0).tolist()
     out["policy_mean_max_prob"] = float(chosen.max(-1).mean())
+    return out
+
+
+def main(args: Args) -> None:
+    set_torch_threads(1)
+    path = Path(args.run_dir) / "checkpoint.pt"
+    cfg = from_dict(TrainConfig, with_saved_defaults(load_checkpoint(path, kind="incontext-agent")["config"]))
+    trainer = InContextTrainer(cfg, Path(args.run_dir), resume=True)
+    out = {"run_dir": args.run_dir, **value_check(trainer, args.trials, np.random.default_rng(args.seed))}
     print(json.dumps(out, indent=1))
     if args.out is not None:
         atomic_write_json(Path(args.out), out)

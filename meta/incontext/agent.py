@@ -158,7 +158,8 @@ class InContextAgent(nn.Module):
     def q_values(
         self, features: torch.Tensor, critics: EnsembleHead | None = None, members: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Q-values in reward units ``(..., K, G, A)`` from sequence outputs ``(..., d)`` (``K`` = len(members))."""
+        """Q-values ``(..., K, G, A)`` from sequence outputs ``(..., d)`` (``K`` = len(members)), in the critics' units:
+        the env's rewards times ``config.reward_scale``."""
         head = self.critics if critics is None else critics
         return expected_value(self._critic_logits(head(features, members)), self.bins)
 
@@ -183,7 +184,8 @@ class InContextAgent(nn.Module):
           ``reward_scale``), where
           ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` uses the Polyak target heads on
           the online sequence output (detached).
-        * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean) from the critics as a *frozen copy*:
+        * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean, divided by ``c``: in the env's reward
+          units whatever the reward scale) from the critics as a *frozen copy*:
           no gradient reaches the critic weights, so this term trains the actor and, through its logits, the shared
           sequence model, but never the critics. A small entropy bonus keeps the softmax from saturating
           before the critics are informative (the exact-expectation gradient vanishes at a one-hot policy).
@@ -217,7 +219,11 @@ class InContextAgent(nn.Module):
         # Actor term through a frozen weight copy of the critics. With discrete actions the expectation over actions is
         # exact, so Q enters the actor term as a constant: the copy evaluated on detached features is numerically the
         # detached online output, which saves a second pass through the ensemble.
-        q_copy = expected_value(online.detach(), self.bins).mean(dim=2)  # (B, T, G, A)
+        # The reward scale is undone first: it is a numerical knob of the critic's targets (AMAGO normalizes the Q of
+        # its actor loss with PopArt, so its reward multiplier never reaches the actor). Left in, a scale of 100 made
+        # the entropy bonus 100x weaker beside the advantages and the actor term 100x stronger beside the critic's
+        # (scale-free) cross-entropy in the shared sequence model's gradient.
+        q_copy = expected_value(online.detach(), self.bins).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
         log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
         pi = log_pi.exp()
         advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)

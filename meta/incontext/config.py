@@ -43,13 +43,16 @@ class AgentConfig:
         grad_clip: Global gradient-norm clip.
         tau: Polyak rate of the target critic heads per update (AMAGO: 0.003).
         reward_scale: Multiplier of the rewards in the critic's TD targets (AMAGO's ``reward_multiplier``; its dark
-            key-door example uses 100). Q-values, advantages and so the actor term are then in scaled units, which
-            makes the entropy bonus (``entropy_coef`` per nat) that much weaker beside them; the RL^2 inputs and every
-            reported return keep the env's own rewards. Size the critic's bins for the scaled returns
+            key-door example uses 100): the critics' Q-values are in scaled units, where the two-hot bins resolve
+            small returns better. It is a numerical knob of the critic only: the actor term divides the advantages
+            by it (env reward units, so ``entropy_coef`` keeps its meaning and the actor's weight beside the critic
+            in the shared sequence model does not change; AMAGO gets the same from PopArt), and the RL^2 inputs and
+            every reported return keep the env's own rewards. Size the critic's bins for the scaled returns
             (:func:`~meta.incontext.tasks.critic_bins` takes the scale).
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
-            0.0 = no copy (evaluate the online weights).
+            0.0 = no copy (evaluate the online weights). The decay ramps up from 0.1 over the first updates
+            (:func:`~meta.incontext.trainer.ema_rate`) so that the average never keeps the untrained weights.
     """
 
     encoder: Literal["transformer", "gru", "memory_free"] = "transformer"

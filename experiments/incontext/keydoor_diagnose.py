@@ -1,0 +1,222 @@
+"""Why does the agent's greedy play on the dark key-door stay below random? One short run, looked at five ways.
+
+Trains one setting (``matched_protocol.SETTINGS``) on a gate task (default ``keydoor_5x5``) for a small budget and
+records, besides the run itself:
+
+* ``epsilons``: the epsilon each actor actually used in every collection (its mean over the trial's steps, and at
+  the trial's first and last step), read from the schedule the collection called;
+* ``updates``: the loss parts along the run (policy entropy, Q mean, critic loss, gradient norm) per collection;
+* ``value_check``: the critic's Q-values against Monte-Carlo returns of the same replayed trials, both in the env's
+  reward units (``value_check.value_check``);
+* ``behaviour``: how the greedy policy, the sampled policy, random and the memory-only explorer play the same
+  evaluation tasks: action histogram, share of steps into a wall, distinct cells per inner episode, share of inner
+  episodes that pick up the key and that reach the door, mean return;
+* ``acting_matches_training``: the policy logits of the greedy evaluation's own trajectories recomputed by the
+  training pass (one whole-trial forward from step 0, as the loss sees them) against those the agent acted with one
+  step at a time through its cache: the same inputs (previous action and reward, reset flag, time in the trial), the
+  same history, so the largest difference should be float noise.
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/keydoor_diagnose.py --env-steps 4800 \\
+        --out experiments/incontext/results/keydoor_diagnose/amago_keydoor_4800_seed0.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from envs.metarl.keydoor import MOVES
+from experiments.incontext.matched_protocol import GATE_TASKS, SETTINGS, agent_config
+from experiments.incontext.value_check import value_check
+from meta.incontext.agent import InContextAgent
+from meta.incontext.references import KeyDoorExplorer
+from meta.incontext.replay import Trajectory
+from meta.incontext.tasks import eval_task_seeds, task_env_fns
+from meta.incontext.trainer import InContextTrainer, run_rollouts, task_kwargs
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.threads import set_torch_threads
+
+
+@dataclass
+class Args:
+    setting: str = "amago_keydoor"
+    """Agent setting (matched_protocol.SETTINGS)."""
+    task: str = "keydoor_5x5"
+    """Gate task (matched_protocol.GATE_TASKS)."""
+    seed: int = 0
+    """Training seed."""
+    env_steps: int = 4800
+    """Env-step budget (the setting's schedules are planned over it)."""
+    eval_tasks: int = 50
+    """Evaluation tasks of the behaviour statistics (the first of the shared evaluation seeds)."""
+    batch_size: int | None = None
+    """Trials per update (``None``: the setting's); fewer make a diagnosis affordable on a starved CPU."""
+    value_trials: int = 16
+    """Replayed trials of the value check."""
+    run_dir: str | None = None
+    """Checkpoint folder (a killed run resumes); ``None``: in memory only."""
+    out: str | None = None
+    """Where the JSON goes (default: printed only)."""
+
+
+def behaviour(trajectories: list[Trajectory], size: int) -> dict[str, Any]:
+    """How a policy played key-door trials, from its RL^2 trajectories (input layout ``[x, y, has_key, one-hot
+    previous action (4), previous reward, reset flag, (time)]``, positions scaled by ``size - 1``).
+
+    A step "into a wall" leaves the agent on its cell without an inner-episode reset; an inner episode "picks the key"
+    when a reward arrives while not holding it and "reaches the door" when one arrives while holding it.
+    """
+    actions = np.concatenate([t.actions for t in trajectories])
+    walls = keys = doors = episodes = 0
+    cells_per_episode: list[int] = []
+    for traj in trajectories:
+        pos = np.rint(traj.obs[:, :2] * (size - 1)).astype(int)
+        holding = traj.obs[:, 2] > 0.5
+        reset = traj.obs[:, 8] > 0.5
+        visited = {tuple(pos[0])}
+        episodes += 1
+        for t in range(len(traj)):
+            if traj.rewards[t] > 0:
+                keys += int(not holding[t])
+                doors += int(holding[t])
+            if reset[t + 1]:
+                cells_per_episode.append(len(visited))
+                visited = {tuple(pos[t + 1])}
+                episodes += int(t + 1 < len(traj))
+            else:
+                walls += int((pos[t + 1] == pos[t]).all())
+                visited.add(tuple(pos[t + 1]))
+        cells_per_episode.append(len(visited))
+    return {
+        "return_mean": float(np.mean([t.rewards.sum() for t in trajectories])),
+        "action_shares": (np.bincount(actions, minlength=4) / len(actions)).tolist(),
+        "wall_step_share": walls / len(actions),
+        "distinct_cells_per_episode": float(np.mean(cells_per_episode)),
+        "inner_episodes": episodes,
+        "key_episode_share": keys / episodes,
+        "door_episode_share": doors / episodes,
+    }
+
+
+def play(
+    policy: Callable[[gym.Env, np.ndarray], int], cfg: Any, seeds: list[int], explorer: KeyDoorExplorer | None = None
+) -> list[Trajectory]:
+    """Trajectories of a reference ``policy(raw_env, obs) -> action`` on the tasks ``seeds`` (RL^2 inputs recorded)."""
+    env = task_env_fns(cfg.task, 1, **task_kwargs(cfg))[0]()
+    raw = env.unwrapped
+    out = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        if explorer is not None:
+            explorer.reset(raw.pos)  # type: ignore[attr-defined]
+        rec: dict[str, list[Any]] = {"obs": [obs], "actions": [], "rewards": [], "dones": []}
+        done = False
+        while not done:
+            pos, holding = raw.pos.copy(), raw.has_key  # type: ignore[attr-defined]
+            action = policy(raw, obs)
+            entered = np.clip(pos + MOVES[action], 0, raw.size - 1)  # type: ignore[attr-defined]
+            obs, reward, done, _, _ = env.step(action)
+            if explorer is not None:
+                explorer.observe(entered, float(reward), holding)
+            for key, value in (("obs", obs), ("actions", action), ("rewards", reward), ("dones", float(done))):
+                rec[key].append(value)
+        out.append(Trajectory(*(np.asarray(rec[k], dtype=d) for k, d in (
+            ("obs", np.float32), ("actions", np.int64), ("rewards", np.float32), ("dones", np.float32)))))  # fmt: skip
+    env.close()
+    return out
+
+
+def acting_gap(agent: InContextAgent, trajectories: list[Trajectory]) -> float:
+    """Largest absolute difference between the acting logits (one step at a time, cache) and the training pass's
+    logits (one forward over the whole trial from step 0) on the same trajectories, last discount."""
+    agent.eval()
+    obs = torch.as_tensor(np.stack([t.obs for t in trajectories]), device=agent.device)
+    with torch.no_grad():
+        features, _ = agent.encode(obs, None, torch.zeros(len(trajectories), dtype=torch.long, device=agent.device))
+        whole = agent.policy_logits(features)[:, :-1, -1]
+        state = agent.init_state(len(trajectories))
+        stepwise = []
+        for t in range(obs.shape[1] - 1):
+            logits, state = agent.act_logits(obs[:, t], state)
+            stepwise.append(logits)
+    return float((whole - torch.stack(stepwise, 1)).abs().max())
+
+
+def main(args: Args) -> dict[str, Any]:
+    set_torch_threads(1)
+    if args.setting not in SETTINGS or args.task not in GATE_TASKS:
+        raise SystemExit(f"need a setting in {list(SETTINGS)} and a task in {list(GATE_TASKS)}")
+    cfg = agent_config(args.setting, args.task, args.seed, args.env_steps, None, args.eval_tasks)
+    cfg = dataclasses.replace(cfg, eval_every_steps=args.env_steps + 1, batch_size=args.batch_size or cfg.batch_size)
+    trainer = InContextTrainer(cfg, None if args.run_dir is None else Path(args.run_dir))
+    eps_log: list[dict[str, Any]] = []
+    update_log: list[dict[str, float]] = []
+    plain_epsilons, plain_update = trainer.trial_epsilons, trainer.update
+
+    def recorded_epsilons() -> Any:
+        schedule = plain_epsilons()
+        steps = trainer.trial_length
+        table = np.stack([schedule(t) if callable(schedule) else schedule for t in range(steps)])  # (T, n_envs)
+        eps_log.append({"env_steps": trainer.env_steps, "mean": table.mean(0).tolist(),
+                        "first_step": table[0].tolist(), "last_step": table[-1].tolist()})  # fmt: skip
+        return schedule
+
+    def recorded_update(n: int) -> dict[str, float]:
+        info = plain_update(n)
+        if info:
+            update_log.append({"env_steps": trainer.env_steps, "updates": trainer.updates, **info})
+        return info
+
+    trainer.trial_epsilons = recorded_epsilons  # type: ignore[method-assign]
+    trainer.update = recorded_update  # type: ignore[method-assign,assignment]
+    result = trainer.learn()
+    seeds = eval_task_seeds(args.eval_tasks)
+    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, len(seeds), **task_kwargs(cfg)))
+    rng = np.random.default_rng(0)
+    played: dict[str, list[Trajectory]] = {}
+    for name, agent in (("online", trainer.agent), ("eval_weights", trainer.eval_agent)):
+        played[f"{name}_greedy"] = run_rollouts(agent, venv, seeds, None, rng)
+        played[f"{name}_sampled"] = run_rollouts(
+            agent, venv, seeds, np.zeros(len(seeds)), rng, torch.Generator().manual_seed(0)
+        )
+    venv.close()
+    policy_rng = np.random.default_rng(0)
+    played["random"] = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
+    explorer = KeyDoorExplorer(cfg.keydoor_size)
+    played["explorer"] = play(lambda raw, obs: explorer.act(raw.pos, raw.has_key), cfg, seeds, explorer)  # type: ignore[attr-defined]
+    out = {
+        "setting": args.setting,
+        "task": args.task,
+        "seed": args.seed,
+        "env_steps": trainer.env_steps,
+        "updates": trainer.updates,
+        "final_eval_greedy": result["eval"]["mean"],
+        "epsilons": eps_log,
+        "updates_log": update_log,
+        "value_check": value_check(trainer, args.value_trials, np.random.default_rng(args.seed)),
+        "behaviour": {name: behaviour(trajs, cfg.keydoor_size) for name, trajs in played.items()},
+        "acting_matches_training": {
+            name: acting_gap(agent, played[f"{name}_greedy"])
+            for name, agent in (("online", trainer.agent), ("eval_weights", trainer.eval_agent))
+        },
+        "config": dataclasses.asdict(cfg),
+    }
+    if args.out is not None:
+        atomic_write_json(Path(args.out), out)
+    print(json.dumps({k: out[k] for k in ("final_eval_greedy", "behaviour", "acting_matches_training")}, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))
