@@ -592,15 +592,17 @@ def plot_schedules(summary: dict[str, Any], path: Path) -> None:
 
 def saved_units(args: Args, out_dir: str, *, any_arms: bool = False) -> list[Record]:
     """The test units saved in ``out_dir`` under this protocol (``any_arms``: whatever their arms)."""
-    wanted = test_protocol(args)
+    ignored = {"arms"} if any_arms else set()
+
+    def compared(protocol: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in protocol.items() if k not in ignored}
+
+    wanted = compared(test_protocol(args))
     records = []
     for unit in test_units(dataclasses.replace(args, out_dir=out_dir)):
         if unit.path.exists():
             record = json.loads(unit.path.read_text())
-            protocol = record.get("protocol", {})
-            if any_arms:
-                protocol, wanted = {**protocol, "arms": None}, {**wanted, "arms": None}
-            if protocol == wanted:
+            if compared(record.get("protocol", {})) == wanted:
                 records.append(record)
     return records
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
@@ -88,6 +88,31 @@ class ExactSimulatorModel:
 
     obs_dim: int
     action_dim: int
+    #: The constructor arguments :meth:`perturbed` may scale (positive physics constants).
+    SCALABLE: tuple[str, ...] = ()
+
+    def physics(self) -> dict[str, Any]:
+        """The constructor arguments (subclasses), including ``angle_offset``."""
+        raise NotImplementedError
+
+    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> Self:
+        """A copy whose physics constants are multiplied by ``scales`` (e.g. ``{"gravity": 1 + delta}``).
+
+        Args:
+            scales: Factor per name in :attr:`SCALABLE`.
+            angle_offset: The copy's angle-sensor error in rad (``None``: this model's).
+
+        Raises:
+            ValueError: A name that is not in :attr:`SCALABLE`.
+        """
+        unknown = sorted(set(scales) - set(self.SCALABLE))
+        if unknown:
+            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(self.SCALABLE)}")
+        params = self.physics()
+        params.update({k: params[k] * float(v) for k, v in scales.items()})
+        if angle_offset is not None:
+            params["angle_offset"] = float(angle_offset)
+        return type(self)(**params)
 
     def _checked_inputs(self, obs: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs`` as float64 ``[N, obs_dim]`` and ``actions`` as int64 ``[N]`` indices, checked."""
@@ -190,6 +215,19 @@ class TrueAcrobotModel(ExactSimulatorModel):
 
     obs_dim = 6
     discrete_actions = True
+    SCALABLE = (
+        "gravity",
+        "link_length_1",
+        "link_length_2",
+        "link_mass_1",
+        "link_mass_2",
+        "link_com_pos_1",
+        "link_com_pos_2",
+        "link_moi",
+        "dt",
+        "max_vel_1",
+        "max_vel_2",
+    )
 
     def __init__(
         self,
@@ -308,29 +346,6 @@ class TrueAcrobotModel(ExactSimulatorModel):
             "torque_noise_max": self.torque_noise_max,
             "angle_offset": self.angle_offset,
         }
-
-    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TrueAcrobotModel:
-        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"gravity": 1 + delta}``).
-
-        Args:
-            scales: Factor per positive physics parameter (``gravity``, ``link_length_1``, ``link_mass_1``, ``dt``,
-                ...).
-            angle_offset: The copy's shoulder-angle sensor error in rad (``None``: this model's).
-
-        Raises:
-            ValueError: A name that is not a positive physics parameter.
-        """
-        params = self.physics()
-        scalable = {
-            k for k, v in params.items() if isinstance(v, float) and k not in ("torque_noise_max", "angle_offset")
-        }
-        unknown = sorted(set(scales) - scalable)
-        if unknown:
-            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(scalable)}")
-        params.update({k: params[k] * float(s) for k, s in scales.items()})
-        if angle_offset is not None:
-            params["angle_offset"] = float(angle_offset)
-        return TrueAcrobotModel(**params)
 
     # --- physics ----------------------------------------------------------------------------------------------
 
@@ -496,6 +511,7 @@ class TruePendulumModel(ExactSimulatorModel):
 
     obs_dim = 3
     discrete_actions = True
+    SCALABLE = ("g", "m", "l", "dt", "max_speed")
 
     def __init__(
         self,
@@ -556,24 +572,6 @@ class TruePendulumModel(ExactSimulatorModel):
             "num_actions": float(self.action_dim),
             "angle_offset": self.angle_offset,
         }
-
-    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TruePendulumModel:
-        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"g": 1 + delta}``).
-
-        Args:
-            scales: Factor per physics parameter name.
-            angle_offset: The copy's angle-sensor error in rad (``None``: this model's).
-
-        Raises:
-            ValueError: A name that is not a physics parameter (``g``, ``m``, ``l``, ``dt``, ``max_speed``).
-        """
-        params = {k: v for k, v in self.physics().items() if k not in ("num_actions", "max_torque", "angle_offset")}
-        unknown = sorted(set(scales) - set(params))
-        if unknown:
-            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(params)}")
-        params.update({k: params[k] * float(s) for k, s in scales.items()})
-        offset = self.angle_offset if angle_offset is None else float(angle_offset)
-        return TruePendulumModel(**params, max_torque=self.max_torque, num_actions=self.action_dim, angle_offset=offset)
 
     def predict(
         self,
@@ -647,6 +645,7 @@ class TrueCartPoleModel(ExactSimulatorModel):
     obs_dim = 4
     action_dim = 2
     discrete_actions = True
+    SCALABLE = ("gravity", "masscart", "masspole", "length", "force_mag", "tau")
 
     def __init__(
         self,
@@ -706,26 +705,6 @@ class TrueCartPoleModel(ExactSimulatorModel):
             "tau": self.tau,
             "angle_offset": self.angle_offset,
         }
-
-    def perturbed(self, scales: Mapping[str, float], *, angle_offset: float | None = None) -> TrueCartPoleModel:
-        """A copy whose physics parameters are multiplied by ``scales`` (e.g. ``{"force_mag": 1 + delta}``).
-
-        Args:
-            scales: Factor per physics parameter name.
-            angle_offset: The copy's pole-angle sensor error in rad (``None``: this model's).
-
-        Raises:
-            ValueError: A name that is not a physics parameter.
-        """
-        params = self.physics()
-        scalable = set(params) - {"angle_offset"}
-        unknown = sorted(set(scales) - scalable)
-        if unknown:
-            raise ValueError(f"unknown physics parameters {unknown}; known: {sorted(scalable)}")
-        params.update({k: params[k] * float(s) for k, s in scales.items()})
-        if angle_offset is not None:
-            params["angle_offset"] = float(angle_offset)
-        return TrueCartPoleModel(**params)
 
     def predict(
         self,
