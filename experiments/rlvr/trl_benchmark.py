@@ -532,7 +532,8 @@ def main(args: Args) -> None:
     summary = {
         **summarize_trl(runs, args.families, args.arms, args.seeds, args.processes),
         "args": asdict(args),
-        "command": "OMP_NUM_THREADS=1 python experiments/rlvr/trl_benchmark.py",
+        "command": "OMP_NUM_THREADS=1 python experiments/rlvr/trl_benchmark.py"
+        + ("" if args.arms == list(TRL_ARMS) else " --arms " + " ".join(args.arms)),
     }
     atomic_write_json(Path(args.summary), summary)
     text = trl_table(summary)
