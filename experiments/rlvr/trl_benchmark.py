@@ -476,10 +476,12 @@ def launch_group(units: list[Unit], processes: int, args: Args) -> None:
 
 
 def _cli(args: Args) -> list[str]:
-    """``args`` as this script's command-line options (every field but ``units``)."""
+    """``args`` as this script's command-line options for a group member (every field but ``units`` and ``run``: a
+    member runs its units whatever ``run`` says, and torch.distributed.run's parser would take ``--run`` for an
+    abbreviation of its own ``--run-path``)."""
     out: list[str] = []
     for name, value in asdict(args).items():
-        if name == "units":
+        if name in ("units", "run"):
             continue
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):

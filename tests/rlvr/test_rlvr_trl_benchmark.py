@@ -75,8 +75,20 @@ def test_run_files_name_their_process_count_and_the_launcher_passes_every_settin
     # The process group's members parse the launcher's options back to the same settings.
     again = tyro.cli(bench.Args, args=[*bench._cli(args), "--units", "sort:ar3po:3"])
     assert again == bench.Args(**{**vars(args), "units": ["sort:ar3po:3"]})
-    summary_only = bench.Args(run=False, seeds=[0])
-    assert tyro.cli(bench.Args, args=bench._cli(summary_only)) == summary_only
+    # A member runs its units whatever ``run`` says; the flag is left out (torch.distributed.run would read it).
+    assert "--no-run" not in bench._cli(bench.Args(run=False, seeds=[0]))
+
+
+def test_torch_distributed_run_passes_every_launcher_option_to_the_script() -> None:
+    """torch.distributed.run's parser matches abbreviations of its own options (``--run`` for ``--run-path``): every
+    option the launcher gives the members must reach the script untouched."""
+    from torch.distributed.run import get_args_parser
+
+    bench = _bench()
+    for args in (bench.Args(), bench.Args(run=False, seeds=[0])):
+        options = [*bench._cli(args), "--units", "arith:uniform_g8:0"]
+        parsed = get_args_parser().parse_args(["--nproc_per_node=2", "script.py", *options])
+        assert parsed.training_script_args == options
 
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused_with_both_settings() -> None:
