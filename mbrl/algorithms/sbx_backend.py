@@ -22,23 +22,40 @@ every small op instead.
 The arithmetic differs from SB3's (other initialization, other random streams, XLA's kernels), so a run on this
 backend is a different run from the ``sb3`` one with the same seed, equal in distribution, not in value; which is
 why the backend is a recorded config field. It computes on JAX's default device (the CPU with the ``sbx`` extra's
-wheels) whatever ``MBPOConfig.device`` says.
+wheels) whatever ``MBPOConfig.device`` says, on one XLA thread unless ``ROLLOUTLAB_THREADS`` or ``XLA_FLAGS`` say
+otherwise (importing this module sets the flags).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import torch
-from sbx import SAC as _SBX_SAC
-from sbx.common.policies import BaseJaxPolicy
-from sbx.common.type_aliases import ReplayBufferSamplesNp
+#: XLA's CPU flags for one intra-op thread: the setting of every rolloutlab entry point for torch
+#: (:func:`rolloutlab.threads.set_torch_threads`), for the same reason (small networks, small shared CPUs).
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
-from mbrl.buffers import MixedReplayBuffer
+
+def _pin_xla_threads() -> None:
+    """One XLA CPU thread unless ``ROLLOUTLAB_THREADS`` asks for more or ``XLA_FLAGS`` already sets it; read when
+    JAX starts its CPU backend, so it applies where this module is imported before JAX's first computation."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get("ROLLOUTLAB_THREADS", "1") == "1" and "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_ONE_THREAD}".strip()
+
+
+_pin_xla_threads()
+
+import jax  # noqa: E402  (after the thread flags)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from sbx import SAC as _SBX_SAC  # noqa: E402
+from sbx.common.policies import BaseJaxPolicy  # noqa: E402
+from sbx.common.type_aliases import ReplayBufferSamplesNp  # noqa: E402
+
+from mbrl.buffers import MixedReplayBuffer  # noqa: E402
 
 #: Batches up to this size are padded to the next power of two, larger ones to a multiple of it: at most about
 #: ``log2(PAD_STEP) + N / PAD_STEP`` compiled shapes for batches up to ``N`` rows.
