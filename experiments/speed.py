@@ -10,6 +10,10 @@ from other work hits both alike, and the ratio of medians (B / A) is the result.
 * ``fit``: gradient steps of a model fit, per step (Dyna's 5 x 3 x 64 on Pendulum transitions; MBPO's 7 x 4 x 200 on
   HalfCheetah's dimensions), with the step count capped so only the per-step cost is compared; B with
   ``ModelConfig(fused_optimizer=True)``;
+  Also ``mbpo_refits_per_1k_env_steps``: the four warm refits of 1k MBPO env steps (real HalfCheetah-v5 transitions
+  under random actions, buffers of 1250 to 2000 after a shared first fit on 1000), today's fixed 1000-step floor (A)
+  against the data-scaled floor ``ModelConfig(min_train_epochs=FIT_FLOOR_EPOCHS)`` (B): seconds, steps per refit and
+  NMSE on unseen transitions;
 * ``fit_rule``: whole default fits on small Pendulum buffers (steps taken, seconds, holdout NMSE);
 * ``rollout``: one step of MBPO's imagined rollouts (7 x 4 x 200 ensemble, HalfCheetah's dimensions) from 10k start
   states, whole ensemble per row (A) against one elite per row plus a disagreement subsample (B);
@@ -63,6 +67,8 @@ DYNA_ARCH = ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layer
 PETS_ARCH = ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
 MBPO_ARCH = ModelConfig()
 CHEETAH_OBS, CHEETAH_ACT = 17, 6
+#: ``ModelConfig.min_train_epochs`` of the data-scaled fit floor timed in the ``fit`` part.
+FIT_FLOOR_EPOCHS = 20.0
 
 
 @dataclass
@@ -145,6 +151,73 @@ def cheetah_like_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
     return obs, act, -(nxt**2).sum(axis=1), nxt, np.zeros(n, bool)
 
 
+def halfcheetah_data(n: int, seed: int) -> tuple[tuple[np.ndarray, ...], str]:
+    """``n`` HalfCheetah-v5 transitions under uniformly random actions, and where they come from (the smooth random
+    system of :func:`cheetah_like_data` where MuJoCo is not installed)."""
+    try:
+        env = gym.make("HalfCheetah-v5")
+    except (gym.error.Error, ImportError):
+        return cheetah_like_data(n, seed), "cheetah_like_data (MuJoCo not installed)"
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    rows = []
+    for _ in range(n):
+        action = env.action_space.sample()
+        nxt, reward, terminated, truncated, _ = env.step(action)
+        rows.append((obs, action, reward, nxt, terminated))
+        obs = nxt if not (terminated or truncated) else env.reset()[0]
+    o, a, r, nx, t = (np.array(x) for x in zip(*rows, strict=True))
+    return (o, a, r.astype(np.float64), nx, t.astype(bool)), "HalfCheetah-v5, uniformly random actions"
+
+
+def unseen_nmse(model: DynamicsModel, data: tuple[np.ndarray, ...]) -> float:
+    """Mean over outputs (reward, state deltas) of the mean-prediction MSE on ``data`` over the output's variance."""
+    obs, act, reward, nxt, _ = data
+    step = model.predict(obs, act, np.random.default_rng(0), deterministic=True)
+    target = np.concatenate([reward[:, None], nxt - obs], axis=1)
+    got = np.concatenate([np.asarray(step.reward)[:, None], np.asarray(step.next_obs) - obs], axis=1)
+    return float((((got - target) ** 2).mean(axis=0) / target.var(axis=0)).mean())
+
+
+def time_mbpo_refits(pairs: int) -> dict[str, Any]:
+    """Four warm refits (one model round per 250 env steps, 1k env steps) with the fixed floor (A) and the
+    data-scaled floor (B), from one shared first fit; ``pairs`` A/B pairs, alternating which goes first."""
+    import copy
+
+    data, source = halfcheetah_data(2000, seed=5)
+    unseen, _ = halfcheetah_data(2000, seed=6)
+    first = DynamicsModel(CHEETAH_OBS, CHEETAH_ACT, False, MBPO_ARCH, seed=0)
+    first.fit(*(x[:1000] for x in data))
+    configs = {"a": MBPO_ARCH, "b": dataclasses.replace(MBPO_ARCH, min_train_epochs=FIT_FLOOR_EPOCHS)}
+    runs: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+    for i in range(pairs):
+        for side in ("a", "b") if i % 2 == 0 else ("b", "a"):
+            model = copy.deepcopy(first)
+            model.cfg = configs[side]
+            started, cpu_started, steps = time.perf_counter(), time.process_time(), []
+            for n in (1250, 1500, 1750, 2000):
+                steps.append(int(model.fit(*(x[:n] for x in data))["model/train_steps"]))
+            runs[side].append(
+                {
+                    "seconds": time.perf_counter() - started,
+                    "cpu_seconds": time.process_time() - cpu_started,
+                    "train_steps": steps,
+                    "unseen_nmse": unseen_nmse(model, unseen),
+                }
+            )
+    result: dict[str, Any] = {"a_runs": runs["a"], "b_runs": runs["b"]}
+    for key in ("seconds", "cpu_seconds", "unseen_nmse"):
+        for side in ("a", "b"):
+            result[f"{side}_{key}"] = float(np.median([r[key] for r in runs[side]]))
+    result["cpu_ratio"] = result["b_cpu_seconds"] / result["a_cpu_seconds"]
+    result["ratio"] = result["b_seconds"] / result["a_seconds"]
+    result["settings"] = (
+        f"MBPO's 7x4x200 ensemble, {source}; refits at 1250, 1500, 1750, 2000 transitions after a shared fit on "
+        f"1000; A min_train_steps=1000, B also min_train_epochs={FIT_FLOOR_EPOCHS}; NMSE on 2000 unseen transitions"
+    )
+    return result
+
+
 def twin_models(old_dynamics: types.ModuleType, cfg: ModelConfig, obs_dim: int, act_dim: int, data: Any) -> tuple:
     """A fitted model of today's code and the baseline's class holding the same weights and statistics."""
     new = DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
@@ -209,6 +282,7 @@ def time_fit(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
         result["a_ms_per_step"], result["b_ms_per_step"] = result["a_ms"] / steps, result["b_ms"] / steps
         result["steps_per_fit"] = steps
         out[name] = result
+    out["mbpo_refits_per_1k_env_steps"] = time_mbpo_refits(max(1, repeats // 3))
     return out
 
 
