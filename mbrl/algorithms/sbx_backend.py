@@ -19,11 +19,12 @@ every small op instead.
 * **batched prediction**: ``predict`` on a batch pads it to a few fixed sizes, since every new batch shape is a new
   XLA compilation and imagined rollouts shrink as samples terminate.
 
-The arithmetic differs from SB3's (other initialization, other random streams, XLA's kernels), so a run on this
-backend is a different run from the ``sb3`` one with the same seed, equal in distribution, not in value; which is
-why the backend is a recorded config field. It computes on JAX's default device (the CPU with the ``sbx`` extra's
-wheels) whatever ``MBPOConfig.device`` says, on one XLA thread unless ``ROLLOUTLAB_THREADS`` or ``XLA_FLAGS`` say
-otherwise (importing this module sets the flags).
+The arithmetic differs from SB3's (other initialization, other random streams, XLA's kernels, and within a step
+SBX updates the critics, then the actor and the entropy coefficient, where SB3 updates the coefficient first), so a
+run on this backend is a different run from the ``sb3`` one with the same seed: the same algorithm, not the same
+values; which is why the backend is a recorded config field. It computes on JAX's default device (the CPU with the
+``sbx`` extra's wheels) whatever ``MBPOConfig.device`` says, on one XLA thread unless ``ROLLOUTLAB_THREADS`` or
+``XLA_FLAGS`` say otherwise (importing this module sets the flags).
 """
 
 from __future__ import annotations
