@@ -379,25 +379,31 @@ class MixedReplayBuffer(ReplayBuffer):
             parts.append(self.model.sample(n_model, self.rng))
         return Transitions.concatenate(parts)
 
-    def sample(self, batch_size: int, env: VecNormalize | None = None) -> ReplayBufferSamples:
-        """A mixed batch as SB3 samples: Box actions rescaled to ``[-1, 1]``, ``dones`` = terminated only."""
+    def sample_arrays(self, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A mixed batch as numpy arrays in SB3's layout: ``obs [B, obs_dim]``, ``action [B, act_dim]`` (Box actions
+        rescaled to ``[-1, 1]``; discrete ones ``[B, 1]``), ``next_obs [B, obs_dim]``, ``dones [B, 1]`` (terminated
+        only, float32) and ``rewards [B, 1]``. What :meth:`sample` wraps in tensors; a learner that computes outside
+        torch (the SBX backend) takes it as it is."""
         batch = self.sample_transitions(batch_size)
         action = batch.action.astype(np.float32)
         if self._low is not None and self._span is not None:
             action = 2.0 * (action - self._low) / self._span - 1.0
         else:
             action = action.reshape(-1, 1)
-        if env is not None:
-            # The model is trained on raw observations; a VecNormalize wrapper would silently disagree with it.
-            raise ValueError("MixedReplayBuffer does not support VecNormalize environments")
-        data = (
+        return (
             batch.obs,
             action,
             batch.next_obs,
             batch.terminated.astype(np.float32).reshape(-1, 1),
             batch.reward.reshape(-1, 1),
         )
-        return ReplayBufferSamples(*tuple(map(self.to_torch, data)))
+
+    def sample(self, batch_size: int, env: VecNormalize | None = None) -> ReplayBufferSamples:
+        """A mixed batch as SB3 samples: Box actions rescaled to ``[-1, 1]``, ``dones`` = terminated only."""
+        if env is not None:
+            # The model is trained on raw observations; a VecNormalize wrapper would silently disagree with it.
+            raise ValueError("MixedReplayBuffer does not support VecNormalize environments")
+        return ReplayBufferSamples(*tuple(map(self.to_torch, self.sample_arrays(batch_size))))
 
 
 class RunBatchedBuffer(_CircularStore):

@@ -35,6 +35,19 @@ def _check_controller(spec: str) -> None:
         raise typer.BadParameter(str(exc), param_hint="--controller") from exc
 
 
+def _check_sac_backend(backend: str, algo: str, resume: Path | None) -> None:
+    """Refuse ``--sac-backend`` for anything but a new MBPO run, an unknown name, or ``sbx`` without its extra."""
+    from mbrl.algorithms.sac_backends import check_backend
+
+    if algo != "mbpo" or resume is not None:
+        reason = "a resumed run keeps its saved backend" if resume is not None else f"--algo {algo} has no SAC"
+        raise typer.BadParameter(f"--sac-backend applies to new MBPO runs only ({reason})", param_hint="--sac-backend")
+    try:
+        check_backend(backend)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--sac-backend") from exc
+
+
 def _check_device(device: str) -> None:
     """Refuse a device this machine lacks that came from a preset or a resumed run (``--device`` checks its own)."""
     from rolloutlab.device import DeviceError, resolve_device
@@ -115,11 +128,20 @@ def train(
             help=f"{DEVICE_HELP} With --resume: continue there instead of the saved device.", callback=device_option
         ),
     ] = None,
+    sac_backend: Annotated[
+        str | None,
+        typer.Option(
+            help="How MBPO's SAC updates run: sb3 (SB3's SAC.train), fused (the same update, less overhead) or sbx "
+            "(SBX's JAX SAC, fastest on a CPU; pip install 'rolloutlab[sbx]'). Default: the config's (sb3)."
+        ),
+    ] = None,
 ) -> None:
     """Train one run (or resume one with --resume RUN_DIR) and print where it wrote its results."""
     from rolloutlab.threads import set_torch_threads
 
     set_torch_threads()
+    if sac_backend is not None:
+        _check_sac_backend(sac_backend, algo, resume)
     if algo == "dyna":
         _train_dyna(env or DEFAULT_DYNA_ENV, steps, controller, seed, config, resume, out, device)
         return
@@ -153,6 +175,8 @@ def train(
             cfg = load_config(config, overrides)
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        if sac_backend is not None:
+            cfg.sac.backend = sac_backend  # the preset's other SAC settings stay
         import gymnasium as gym
 
         try:

@@ -36,13 +36,12 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from mbrl.algorithms.base import ControllerInput, EnvInput, ModelBasedRun, config_with_inputs, episode_step_limit
-from mbrl.algorithms.sac_backends import SAC_BACKENDS, make_sac
+from mbrl.algorithms.sac_backends import check_backend, learner_state, load_learner_state, make_sac, td_terms
 from mbrl.buffers import MixedReplayBuffer, ModelBuffer
 from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.models import ModelConfig
 from mbrl.phases import TD_SAMPLE
 from rolloutlab.config import load_config_or_defaults, to_dict
-from rolloutlab.run_state import capture_sac, restore_sac
 
 CHECKPOINT_KIND = "mbpo-run"
 
@@ -60,7 +59,9 @@ class SACConfig:
         ent_coef: ``"auto"`` (learned, target entropy ``-act_dim``) or a fixed float as a string.
         backend: How the updates run (``mbrl.algorithms.sac_backends``): ``"sb3"`` (SB3's ``SAC.train``, the
             default and the backend of every committed result) or ``"fused"`` (the same update with fused Adam, no
-            discarded critic gradients and one-op Polyak averaging; equal to float32 rounding, faster per update).
+            discarded critic gradients and one-op Polyak averaging; equal to float32 rounding, faster per update) or
+            ``"sbx"`` (SBX's JAX SAC, the ``sbx`` extra: the fastest update on a CPU, other arithmetic and random
+            streams than SB3's, so a different run for the same seed; computes on JAX's default device).
     """
 
     learning_rate: float = 3e-4
@@ -183,8 +184,7 @@ class MBPO(ModelBasedRun[MBPOConfig]):
                 "MBPO needs total_steps >= 1 and updates_per_step, eval_every, checkpoint_every >= 0; got "
                 f"{cfg.total_steps}, {cfg.updates_per_step}, {cfg.eval_every}, {cfg.checkpoint_every}"
             )
-        if cfg.sac.backend not in SAC_BACKENDS:
-            raise ValueError(f"unknown sac.backend {cfg.sac.backend!r}; choose one of {', '.join(SAC_BACKENDS)}")
+        check_backend(cfg.sac.backend)
         super().__init__(cfg, run_dir, logger, log_formats, env=env, eval_env=eval_env, controller=controller)
         self.eval_env = DummyVecEnv([lambda: Monitor(self.make_eval_env())])
         self.model_env = ModelEnv(self.model, self.done_fn, self.obs_dim, (self.act_dim,), np.float32)
@@ -279,14 +279,11 @@ class MBPO(ModelBasedRun[MBPOConfig]):
         def tensor(array: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
-        obs, next_obs = tensor(batch.obs), tensor(batch.next_obs)
-        action = tensor(self.sac.policy.scale_action(batch.action.astype(np.float32)))
-        q = self.sac.critic(obs, action)[0].squeeze(-1)
-        next_action = self.sac.actor(next_obs, deterministic=True)
-        next_q = torch.min(torch.cat(self.sac.critic_target(next_obs, next_action), dim=1), dim=1).values
+        action = self.sac.policy.scale_action(batch.action.astype(np.float32))
+        q, next_q = td_terms(self.sac, batch.obs.astype(np.float32), action, batch.next_obs.astype(np.float32))
         not_done = 1.0 - tensor(batch.terminated)
-        target = tensor(batch.reward) + not_done * self.cfg.sac.gamma * next_q
-        return float((q - target).abs().mean())
+        target = tensor(batch.reward) + not_done * self.cfg.sac.gamma * tensor(next_q)
+        return float((tensor(q) - target).abs().mean())
 
     def _model_errors(self) -> dict[str, float]:
         """Model-vs-real return and length of the deterministic policy from the same start states.
@@ -465,7 +462,7 @@ class MBPO(ModelBasedRun[MBPOConfig]):
     def _extra_state(self) -> dict[str, Any]:
         """SAC (networks, optimizers, entropy coefficient), the model buffer and the last rollout round's feedback."""
         return {
-            "sac": capture_sac(self.sac),
+            "sac": learner_state(self.sac),
             "model_buffer": self.model_buffer.state_dict(),
             "last_rollout_feedback": {
                 "disagreement_by_step": list(self._last_disagreement_by_step),
@@ -474,7 +471,7 @@ class MBPO(ModelBasedRun[MBPOConfig]):
         }
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
-        restore_sac(self.sac, state["sac"])
+        load_learner_state(self.sac, state["sac"])
         self.model_buffer.load_state_dict(state["model_buffer"])
         last = state.get("last_rollout_feedback", {"disagreement_by_step": [], "first_step_disagreement": None})
         self._last_disagreement_by_step = [float(v) for v in last["disagreement_by_step"]]

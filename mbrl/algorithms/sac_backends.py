@@ -1,4 +1,4 @@
-"""How MBPO's SAC updates run: SB3's own ``SAC.train``, or the same update with less overhead per step.
+"""How MBPO's SAC updates run: SB3's own ``SAC.train``, the same update with less overhead per step, or SBX.
 
 MBPO makes ``updates_per_step`` SAC updates per env step (10 at the project's settings), so on a CPU the update is
 half of a run's time. A 256x256 SAC update on HalfCheetah's dimensions is about 0.65 GFLOP, a few ms of arithmetic
@@ -17,19 +17,29 @@ checkpoints (:func:`rolloutlab.run_state.capture_sac`) work unchanged, and a res
 is rebuilt with the same backend. Results equal SB3's to float32 rounding, not bit for bit (fused Adam and the lerp
 round differently), so the backend is a recorded config field (``MBPOConfig.sac_backend``) and ``"sb3"`` stays the
 default: every committed MBPO result was made with it. ``docs/mbrl.md`` gives the measured speeds.
+
+``"sbx"`` is SBX's JAX SAC (:class:`mbrl.algorithms.sbx_backend.SBXSAC`, the optional ``sbx`` extra): the same
+algorithm with the whole call of ``G`` updates compiled by XLA, the fastest on a CPU, but other arithmetic and random
+streams than SB3's (a different run for the same seed) and not an SB3 ``SAC`` object; :func:`learner_state`,
+:func:`load_learner_state` and :func:`td_terms` are what MBPO needs from a learner on any backend.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from stable_baselines3 import SAC
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.utils import polyak_update
 
-#: ``"sb3"``: SB3's ``SAC`` as it is; ``"fused"``: :class:`FusedSAC`.
-SAC_BACKENDS = ("sb3", "fused")
+from rolloutlab.run_state import capture_sac, restore_sac
+
+#: ``"sb3"``: SB3's ``SAC`` as it is; ``"fused"``: :class:`FusedSAC`; ``"sbx"``: SBX's JAX ``SAC``
+#: (:class:`mbrl.algorithms.sbx_backend.SBXSAC`, needs the ``sbx`` extra).
+SAC_BACKENDS = ("sb3", "fused", "sbx")
 
 
 class FusedSAC(SAC):
@@ -115,13 +125,87 @@ class FusedSAC(SAC):
                 self.logger.record(f"train/{key}", float(torch.stack(values).float().mean()))
 
 
-def make_sac(backend: str, *args: Any, **kwargs: Any) -> SAC:
-    """An SB3 ``SAC`` built with ``args``/``kwargs`` on the given backend (:data:`SAC_BACKENDS`).
+def sbx_available() -> bool:
+    """Whether the ``sbx`` backend can be built here (SBX and JAX importable)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("sbx", "jax", "flax", "optax"))
+
+
+def check_backend(backend: str) -> None:
+    """Refuse, in one sentence naming ``sac.backend``, a backend that is unknown or not installed here.
 
     Raises:
-        ValueError: an unknown backend.
+        ValueError: ``backend`` is not in :data:`SAC_BACKENDS`, or is ``"sbx"`` without the ``sbx`` extra.
     """
     if backend not in SAC_BACKENDS:
-        raise ValueError(f"unknown sac_backend {backend!r}; choose one of {', '.join(SAC_BACKENDS)}")
+        raise ValueError(f"unknown sac.backend {backend!r}; choose one of {', '.join(SAC_BACKENDS)}")
+    if backend == "sbx" and not sbx_available():
+        raise ValueError(
+            "sac.backend 'sbx' needs SBX and JAX, which are not installed here: pip install 'rolloutlab[sbx]'"
+        )
+
+
+def make_sac(backend: str, *args: Any, **kwargs: Any) -> OffPolicyAlgorithm:
+    """A SAC learner built with SB3 ``SAC``'s ``args``/``kwargs`` on the given backend (:data:`SAC_BACKENDS`).
+
+    Raises:
+        ValueError: an unknown backend, or ``"sbx"`` without the ``sbx`` extra installed.
+    """
+    check_backend(backend)
+    if backend == "sbx":
+        from mbrl.algorithms.sbx_backend import SBXSAC
+
+        kwargs.pop("device", None)  # JAX computes on its default device
+        return SBXSAC(*args, **kwargs)
     cls = FusedSAC if backend == "fused" else SAC
     return cls(*args, **kwargs)
+
+
+def learner_state(sac: OffPolicyAlgorithm) -> dict[str, Any]:
+    """A SAC learner's networks, optimizer states, random keys and counters as plain data (checkpointable)."""
+    if isinstance(sac, SAC):
+        return capture_sac(sac)
+    return {"sbx": sac.state_dict()}  # type: ignore[attr-defined]
+
+
+def load_learner_state(sac: OffPolicyAlgorithm, state: dict[str, Any]) -> None:
+    """Load a :func:`learner_state` snapshot into a learner built with the same configuration and backend.
+
+    Raises:
+        ValueError: the snapshot was taken on the other kind of backend (SB3's torch SAC against SBX).
+    """
+    torch_learner, saved_on_sbx = isinstance(sac, SAC), "sbx" in state
+    if torch_learner and saved_on_sbx:
+        raise ValueError("the checkpoint's SAC was saved on sac.backend 'sbx' and this run's backend is an SB3 one")
+    if not torch_learner and not saved_on_sbx:
+        raise ValueError("the checkpoint's SAC was saved on an SB3 sac.backend and this run's backend is 'sbx'")
+    if torch_learner:
+        restore_sac(sac, state)
+    else:
+        sac.load_state_dict(state["sbx"])  # type: ignore[attr-defined]
+
+
+@torch.no_grad()
+def td_terms(
+    sac: OffPolicyAlgorithm, obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first critic's ``Q(obs, action)`` and the target critics' ``min_j Q'_j(next_obs, mu(next_obs))`` under
+    the deterministic action ``mu``, both ``[N]`` float arrays.
+
+    Args:
+        sac: A learner from :func:`make_sac`.
+        obs: ``[N, obs_dim]``.
+        action: ``[N, act_dim]`` in the policy's ``[-1, 1]`` units (``policy.scale_action``).
+        next_obs: ``[N, obs_dim]``.
+    """
+    if not isinstance(sac, SAC):
+        return sac.td_terms(obs, action, next_obs)  # type: ignore[attr-defined,no-any-return]
+
+    def tensor(array: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(array, dtype=torch.float32, device=sac.device)
+
+    q = sac.critic(tensor(obs), tensor(action))[0].squeeze(-1)
+    next_action = sac.actor(tensor(next_obs), deterministic=True)
+    next_q = torch.min(torch.cat(sac.critic_target(tensor(next_obs), next_action), dim=1), dim=1).values
+    return q.cpu().numpy(), next_q.cpu().numpy()

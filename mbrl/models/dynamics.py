@@ -16,7 +16,8 @@ they are used with.
 Early stopping counts gradient steps rather than epochs: with a small buffer an epoch is one or two minibatches, so
 MBPO's five epochs of patience would stop a warm refit after about ten steps, before Adam's restart has settled.
 Training stops once no member has improved for ``patience_steps`` gradient steps (and ``patience`` epochs), but never
-before ``min_train_steps`` steps; ``max_epochs`` and ``max_train_steps`` are hard caps.
+before ``min_train_steps`` steps (or, with ``min_train_epochs``, that many epochs where those are fewer steps);
+``max_epochs`` and ``max_train_steps`` are hard caps.
 
 Targets are standardized too (a departure from MBPO, which only normalizes inputs): MountainCar's velocity changes by
 about 1e-3 per step, far below the standard deviation that MBPO's log-variance floor of -10 allows, so predicting raw
@@ -106,6 +107,13 @@ class ModelConfig:
             apply). A warm refit first loses accuracy to the restarted Adam moments and the new normalizer, and a
             small buffer is only one or two minibatches per epoch; this floor gives the refit time to recover and
             improve. Warm refits on a growing buffer mostly stop between this floor and a few times it.
+        min_train_epochs: The floor scaled to the data (``None``: off, ``min_train_steps`` alone, the rule of
+            every committed result). When set, a fit's floor is ``min(min_train_steps, ceil(min_train_epochs *
+            steps_per_epoch))`` gradient steps, ``steps_per_epoch = ceil(num_train / batch_size)``: a buffer of a
+            few minibatches is no longer trained for a fixed ``min_train_steps`` (on MBPO's first refits, 1000
+            steps are 100-200 passes over the data), while on a buffer of ``min_train_steps / min_train_epochs``
+            minibatches or more the floor is ``min_train_steps`` as before. The patience rules still end every
+            fit, so a fit whose holdout keeps improving runs on past the floor either way.
         improvement_threshold: Relative holdout-MSE improvement that counts as an improvement (MBPO: 0.01).
         score_every_steps: The holdout is scored (and improved members snapshotted) at the end of an epoch once at
             least this many gradient steps have passed since the last score, and at the last epoch. 1 (the default,
@@ -146,6 +154,7 @@ class ModelConfig:
     patience: int = 5
     patience_steps: int = 200
     min_train_steps: int = 1000
+    min_train_epochs: float | None = None
     improvement_threshold: float = 0.01
     score_every_steps: int = 1
     fused_optimizer: bool = False
@@ -213,6 +222,8 @@ class DynamicsModel:
                 f"ModelConfig.patience_steps and min_train_steps must be >= 0, got {cfg.patience_steps} and "
                 f"{cfg.min_train_steps}"
             )
+        if cfg.min_train_epochs is not None and not cfg.min_train_epochs >= 0:
+            raise ValueError(f"ModelConfig.min_train_epochs must be >= 0 or None, got {cfg.min_train_epochs}")
         self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
         self.cfg = cfg
         self.device = resolve_device(device)
@@ -291,6 +302,15 @@ class DynamicsModel:
         self._load_snapshot(self._last_good)
 
     # --- training ---------------------------------------------------------------------------------------------
+
+    def min_train_steps(self, num_train: int) -> int:
+        """The gradient steps a fit on ``num_train`` training rows takes before early stopping may end it
+        (``ModelConfig.min_train_steps``, or less on a small buffer with ``ModelConfig.min_train_epochs``)."""
+        cfg = self.cfg
+        if cfg.min_train_epochs is None:
+            return cfg.min_train_steps
+        steps_per_epoch = math.ceil(num_train / cfg.batch_size)
+        return min(cfg.min_train_steps, math.ceil(cfg.min_train_epochs * steps_per_epoch))
 
     @torch.no_grad()
     def _holdout_scores(
@@ -386,6 +406,7 @@ class DynamicsModel:
         epochs, last_loss, steps_taken = 0, math.nan, 0
         epochs_since_improved, steps_since_improved = 0, 0
         step_cap = math.inf if cfg.max_train_steps is None else cfg.max_train_steps
+        min_steps = self.min_train_steps(n_train)
         # Steps and epochs since the holdout was last scored, and the losses of those steps.
         period_epochs, period_steps, losses = 0, 0, []
         while epochs < cfg.max_epochs and steps_taken < step_cap:
@@ -434,7 +455,7 @@ class DynamicsModel:
                 epochs_since_improved += period_epochs
                 steps_since_improved += period_steps
                 if (
-                    steps_taken >= cfg.min_train_steps
+                    steps_taken >= min_steps
                     and epochs_since_improved >= cfg.patience
                     and steps_since_improved >= cfg.patience_steps
                 ):

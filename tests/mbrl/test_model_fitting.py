@@ -143,19 +143,42 @@ def test_holdout_nmse_is_per_output_mse_over_variance_averaged_over_elites() -> 
 
 # Measured holdout NMSE, default fit against reference: 0.0022 (3728 steps) vs 0.0013 at N = 1000 (36 s on one core);
 # 0.0016 (7000 steps, the 1000-epoch cap) vs 0.0012 at N = 2000 (63 s, hence slow).
+# The data-scaled floor (min_train_epochs=20: 80 steps on these 800 training rows) stops the same fit at the same step:
+# a first fit keeps improving past any floor.
 @pytest.mark.parametrize(("n", "reference_steps"), [(1000, 8000), pytest.param(2000, 10_000, marks=pytest.mark.slow)])
 def test_default_fit_is_close_to_a_long_reference_fit(n: int, reference_steps: int) -> None:
     data = _pendulum(n, seed=3)
-    default = DynamicsModel(3, 1, False, DYNA_ARCH, seed=0).fit(*data)
     # Same seed, so the same initialization and holdout split, then trained for a fixed, much longer run.
     long_cfg = dataclasses.replace(
         DYNA_ARCH, min_train_steps=reference_steps, max_train_steps=reference_steps, max_epochs=10**6
     )
     reference = DynamicsModel(3, 1, False, long_cfg, seed=0).fit(*data)
     assert reference["model/train_steps"] == reference_steps
-    assert DYNA_ARCH.min_train_steps <= default["model/train_steps"] < reference_steps
-    assert default["model/holdout_nmse"] <= 2.0 * reference["model/holdout_nmse"]
     assert reference["model/holdout_nmse"] < 0.01  # both are good models: under 1% of the target variance
+    for rule in (DYNA_ARCH, dataclasses.replace(DYNA_ARCH, min_train_epochs=20.0)):
+        model = DynamicsModel(3, 1, False, rule, seed=0)
+        default = model.fit(*data)
+        assert model.min_train_steps(int(default["model/num_train"])) <= default["model/train_steps"] < reference_steps
+        assert default["model/holdout_nmse"] <= 2.0 * reference["model/holdout_nmse"]
+
+
+def test_data_scaled_floor_lets_a_small_buffer_stop_before_min_train_steps() -> None:
+    data = _pendulum(300, seed=6)  # 240 training rows: one minibatch per epoch
+    # Improvements must halve the holdout error, so the holdout soon stops improving (the patience rules would end the
+    # fit within some 20 steps but for the floor).
+    quick = dict(ensemble_size=2, num_elites=2, hidden_size=16, num_layers=1, patience=2, patience_steps=20)
+    quick["improvement_threshold"] = 0.5
+    fixed = ModelConfig(**quick, min_train_steps=300)  # type: ignore[arg-type]
+    scaled = dataclasses.replace(fixed, min_train_epochs=5.0)
+    assert DynamicsModel(3, 1, False, fixed).min_train_steps(240) == 300
+    assert DynamicsModel(3, 1, False, scaled).min_train_steps(240) == 5  # 5 epochs of 1 step
+    assert DynamicsModel(3, 1, False, scaled).min_train_steps(100_000) == 300  # 5 x 391 steps: capped
+    assert DynamicsModel(3, 1, False, dataclasses.replace(scaled, min_train_epochs=2.5)).min_train_steps(600) == 8
+    fixed_steps = DynamicsModel(3, 1, False, fixed, seed=0).fit(*data)["model/train_steps"]
+    scaled_steps = DynamicsModel(3, 1, False, scaled, seed=0).fit(*data)["model/train_steps"]
+    assert fixed_steps >= 300 and scaled_steps < 300
+    with pytest.raises(ValueError, match="min_train_epochs must be >= 0 or None, got -1"):
+        DynamicsModel(3, 1, False, dataclasses.replace(fixed, min_train_epochs=-1.0))
 
 
 def test_small_buffers_score_the_holdout_every_few_steps_large_ones_every_epoch(

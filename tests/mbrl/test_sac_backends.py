@@ -1,4 +1,5 @@
-"""The fused SAC backend: SB3's update to float32 rounding, its checkpoints resume bit for bit, bad names refused."""
+"""The fused SAC backend: SB3's update to float32 rounding, its checkpoints resume bit for bit; bad names and a
+missing SBX refused (the SBX backend itself: test_sbx_backend.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import pytest
 import torch
 from stable_baselines3 import SAC
 from stable_baselines3.common.logger import configure
+from typer.testing import CliRunner
 
+from mbrl.algorithms import sac_backends
 from mbrl.algorithms.mbpo import MBPO, MBPOConfig, SACConfig
 from mbrl.algorithms.sac_backends import FusedSAC, make_sac
+from mbrl.cli import app
 from rolloutlab.run_state import capture_sac, restore_sac
 
 
@@ -65,7 +69,25 @@ def test_fused_backend_resumes_bit_for_bit() -> None:
 
 
 def test_unknown_backend_is_refused_in_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"unknown sac\.backend 'jax'; choose one of sb3, fused"):
+    with pytest.raises(ValueError, match=r"unknown sac\.backend 'jax'; choose one of sb3, fused, sbx"):
         MBPO(MBPOConfig(total_steps=10, sac=SACConfig(backend="jax")), run_dir=tmp_path, log_formats=("csv",))
-    with pytest.raises(ValueError, match="unknown sac_backend"):
+    with pytest.raises(ValueError, match=r"unknown sac\.backend"):
         make_sac("jax", "MlpPolicy", gym.make("Pendulum-v1"))
+
+
+def test_sbx_without_its_extra_is_refused_in_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sac_backends, "sbx_available", lambda: False)
+    message = r"^sac\.backend 'sbx' needs SBX and JAX, which are not installed here: pip install 'rolloutlab\[sbx\]'$"
+    with pytest.raises(ValueError, match=message):
+        MBPO(MBPOConfig(total_steps=10, sac=SACConfig(backend="sbx")), run_dir=tmp_path / "run", log_formats=("csv",))
+    assert not (tmp_path / "run").exists()  # refused before the run directory is made
+    result = CliRunner().invoke(app, ["train", "--sac-backend", "sbx", "--out", str(tmp_path)])
+    assert result.exit_code != 0 and "pip install 'rolloutlab[sbx]'" in result.output
+
+
+def test_cli_sac_backend_flag_is_checked() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["train", "--sac-backend", "jax"])
+    assert result.exit_code != 0 and "unknown sac.backend 'jax'" in result.output
+    result = runner.invoke(app, ["train", "--algo", "dyna", "--sac-backend", "fused"])
+    assert result.exit_code != 0 and "applies to new MBPO runs only" in result.output
