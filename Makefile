@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_SPEC ?= $(shell ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1 && echo "torch==2.13.0" || echo "torch>=2.3")
-EXTRAS ?= dev,llm,eval,mujoco,distributed
+EXTRAS ?= dev,llm,eval,mujoco,distributed,sbx
 STAMP := $(VENV)/.installed-$(shell echo "$(EXTRAS)" | tr ',' '-')
 
 .PHONY: run test lint typecheck pytest docs install browser clean test-trl-matrix
