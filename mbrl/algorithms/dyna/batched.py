@@ -44,6 +44,7 @@ from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
 from mbrl.model_env import ModelEnv
 from mbrl.model_error import RMSE_HORIZONS, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.models.run_batched import can_fit_run_batched, fit_run_batched
 from mbrl.phases import RolloutTruncator
 from mbrl.termination import TerminationFn, termination_fn
 from rolloutlab.device import resolve_device
@@ -134,6 +135,8 @@ class BatchedDynaDQN:
             else DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s, device=self.device)
             for override, s in zip(overrides, self.run_seeds, strict=True)
         ]
+        #: Per run, whether its world model is learned here (not handed in), i.e. one that a batched fit may take.
+        self._learned = [override is None for override in overrides]
         self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
         # Initialized on the CPU from each run's generator, then moved: the same initial weights on every device.
@@ -386,11 +389,22 @@ class BatchedDynaDQN:
         return self.ks[i] > 0 or self.cfg.train_model_when_k0
 
     def _fit_models(self) -> None:
-        for i, model in enumerate(self.models):
-            if not self._needs_model(i):
-                continue
+        """Refit the world model of every run that needs one on its real buffer; with ``cfg.batched_models`` the
+        learned ones together, as one network with a run axis (the same weights to the bit)."""
+        runs = [i for i in range(self.num_runs) if self._needs_model(i)]
+        together = [i for i in runs if self._learned[i]] if self.cfg.batched_models else []
+        if len(together) > 1 and can_fit_run_batched([self.models[i] for i in together]):
+            datasets = []
+            for i in together:
+                data = self.real.run(i)
+                datasets.append((data.obs, data.action, data.reward, data.next_obs, data.terminated))
+            for i, metrics in zip(together, fit_run_batched([self.models[i] for i in together], datasets), strict=True):
+                self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
+                self.model_fitted[i] = True
+            runs = [i for i in runs if i not in together]
+        for i in runs:
             data = self.real.run(i)
-            metrics = model.fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
+            metrics = self.models[i].fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
             self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
             self.model_fitted[i] = True
 

@@ -128,6 +128,11 @@ class DynaConfig:
             transitions, and the evaluation's returns are kept apart in ``BatchedDynaDQN.last_evaluation``. The
             other keys of :data:`mbrl.phases.TRAINING_DATA_KEYS` (open-loop model errors, disagreement by rollout step,
             TD error on imagined data, the training-return trend) come from training data in both modes.
+        batched_models: Fit the learned world models of all runs as one network with a run axis
+            (:func:`mbrl.models.run_batched.fit_run_batched`) and step their lookahead together, instead of one run
+            after another: the same weights to the bit (each run keeps its own data, generator, early stopping and
+            elites), for fewer, larger tensor ops. Runs whose model is handed in (a simulator) or has a learned
+            termination head are fitted on their own either way.
         device: Where the Q-networks, their optimizer and the learned world models compute: ``cpu`` (the default,
             the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
             (:func:`rolloutlab.device.resolve_device`). Buffers, environments and every random draw stay on the CPU.
@@ -165,6 +170,7 @@ class DynaConfig:
     lookahead_expectation: bool = False
     lookahead_trust: float = 0.0
     controller_feedback: str = "evaluation"
+    batched_models: bool = False
     device: str = "cpu"
 
     def __post_init__(self) -> None:
