@@ -11,10 +11,14 @@ The runs stay independent. Each run keeps its own data, normalizers, holdout spl
 (:class:`~mbrl.models.fit_schedule.FitSchedule`), best-weight snapshots and elite choice. A run that stops leaves the
 batch (its best weights go back into its model, which finishes the fit as it would alone) and the others go on
 without it. Every op is elementwise, a per-member matmul or a reduction within one member's or one run's slice, and
-Adam's update is elementwise with one step count for all runs still fitting (they all started together), so on one
-machine a run's weights after the fit are bit for bit those of :meth:`DynamicsModel.fit` on the same model and data
-(``tests/mbrl/test_run_batched.py`` checks it; the one exception is ``model/train_loss``, a mean summed in another
-order, equal to rounding).
+Adam's update is elementwise with one step count for all runs still fitting (they all started together), so each
+step is the per-run step to float32 rounding: not always bit for bit, because torch's CPU batched-matmul and
+reduction kernels may round a run's slice of a larger batch differently in the last bit, depending on the batch's
+size, the slice's place in it and the minibatch's row count (on the development machine: bit for bit at 32, 64, 128
+or 256 rows per member, not at most other counts). Early stopping can turn such a last-bit difference into another
+stopping step (as ``ModelConfig.fused_optimizer`` can), so a run's fit agrees with its own fit, and with its fit
+beside other runs, in its draws and, but for a score on the edge of ``improvement_threshold``, its steps, stops and
+elites; its weights to rounding (``tests/mbrl/test_run_batched.py``; ``model/train_loss`` is summed in another order).
 
 Models with a learned termination head are fitted one by one (:func:`can_fit_run_batched`).
 """

@@ -46,6 +46,7 @@ from mbrl.model_error import RMSE_HORIZONS, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.models.run_batched import can_fit_run_batched, fit_run_batched
 from mbrl.phases import RolloutTruncator
+from mbrl.run_batched_env import RunBatchedModelEnv
 from mbrl.termination import TerminationFn, termination_fn
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
@@ -138,6 +139,13 @@ class BatchedDynaDQN:
         #: Per run, whether its world model is learned here (not handed in), i.e. one that a batched fit may take.
         self._learned = [override is None for override in overrides]
         self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
+        learned_models = [m for m, own in zip(self.models, self._learned, strict=True) if own]
+        #: With ``cfg.batched_models``, the learned models as one environment for the lookahead of several runs.
+        self._batched_env = (
+            RunBatchedModelEnv(self.models, self.termination)
+            if cfg.batched_models and len(learned_models) > 1 and can_fit_run_batched(learned_models)
+            else None
+        )
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
         # Initialized on the CPU from each run's generator, then moved: the same initial weights on every device.
         self.q = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds).to(self.device)
@@ -212,28 +220,55 @@ class BatchedDynaDQN:
         q = self.q(self._tensor(obs, torch.float32).unsqueeze(1))
         actions = q.argmax(dim=-1).squeeze(1).cpu().numpy()
         generators = self.rngs if rngs is None else rngs
-        for i in self._lookahead_runs():
-            if active is not None and not active[i]:
-                continue
-            spread = np.full((1, self.num_actions), np.nan)
-            values = self.model_envs[i].lookahead_values(
-                obs[i : i + 1],
-                self.num_actions,
-                self._q_values(i),
-                min(self.ks[i], self.cfg.k_cap),
+        runs = [i for i in self._lookahead_runs() if active is None or active[i]]
+        if not runs:
+            return actions
+        trust = self.cfg.lookahead_trust
+        spread = np.full((self.num_runs, 1, self.num_actions), np.nan)
+        values = np.zeros((self.num_runs, 1, self.num_actions))
+        together = self._batched_env is not None and len(runs) > 1 and all(self._learned[i] for i in runs)
+        if together:
+            assert self._batched_env is not None
+            out = np.full((len(runs), 1, self.num_actions), np.nan)
+            values[runs] = self._batched_env.lookahead_values(
+                runs,
+                obs[runs][:, None],
+                self._run_q_values,
+                [min(self.ks[i], self.cfg.k_cap) for i in runs],
                 self.cfg.gamma,
-                generators[i],
+                [generators[i] for i in runs],
                 expectation=self.cfg.lookahead_expectation,
-                disagreement_out=spread if self.cfg.lookahead_trust > 0 else None,
+                disagreement_out=out if trust > 0 else None,
             )
-            choice = int(values[0].argmax())
+            spread[runs] = out
+        else:
+            for i in runs:
+                values[i] = self.model_envs[i].lookahead_values(
+                    obs[i : i + 1],
+                    self.num_actions,
+                    self._q_values(i),
+                    min(self.ks[i], self.cfg.k_cap),
+                    self.cfg.gamma,
+                    generators[i],
+                    expectation=self.cfg.lookahead_expectation,
+                    disagreement_out=spread[i] if trust > 0 else None,
+                )
+        for i in runs:
+            choice = int(values[i, 0].argmax())
             reference = self.trust_reference[i]
-            trust = self.cfg.lookahead_trust
-            if trust > 0 and np.isfinite(reference) and spread[0, choice] > trust * reference:
+            if trust > 0 and np.isfinite(reference) and spread[i, 0, choice] > trust * reference:
                 self.untrusted_decisions[i] += 1
                 continue  # the model is unsure along this rollout: keep the Q-function's own choice
             actions[i] = choice
         return actions
+
+    def _run_q_values(self, runs: Sequence[int], obs: np.ndarray) -> np.ndarray:
+        """Q-values ``[R, M, num_actions]`` of the listed runs on their own rows ``obs [R, M, obs_dim]``, in one
+        batched forward pass (the other runs see zeros; a run's values do not depend on theirs)."""
+        full = np.zeros((self.num_runs, *obs.shape[1:]), np.float32)
+        full[list(runs)] = obs
+        with torch.no_grad():
+            return self.q(self._tensor(full)).cpu().numpy()[list(runs)]
 
     def _q_values(self, run: int) -> Callable[[np.ndarray], np.ndarray]:
         @torch.no_grad()
