@@ -14,6 +14,7 @@ grouping); ``tests/mbrl/test_run_batched.py`` checks both, and that a run's valu
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mbrl.models.dynamics import DynamicsModel
+from mbrl.model_env import PolicyFn, RolloutProgress, RolloutResult
+from mbrl.models.dynamics import DynamicsModel, ModelStep
 from mbrl.models.gaussian_ensemble import EnsembleLinear
 from mbrl.models.normalizer import Normalizer
 from mbrl.termination import TerminationFn
@@ -43,6 +45,11 @@ class _Frozen:
     in_std: torch.Tensor
     out_mean: torch.Tensor
     out_std: torch.Tensor
+    max_logvar: torch.Tensor
+    min_logvar: torch.Tensor
+
+
+_BOUNDS = ("max_logvar", "min_logvar")
 
 
 class RunBatchedModelEnv:
@@ -91,7 +98,8 @@ class RunBatchedModelEnv:
         cached = self._cache.get(tuple(runs))
         if cached is not None and cached.key == key:
             return cached
-        frozen = _Frozen(key, arrays, self._elites(runs), *self._statistics(runs))
+        bounds = [torch.stack([getattr(self.models[i].ensemble, name).detach() for i in runs]) for name in _BOUNDS]
+        frozen = _Frozen(key, arrays, self._elites(runs), *self._statistics(runs), *bounds)
         self._cache[tuple(runs)] = frozen  # holds the arrays, so their ids cannot come back for new ones
         return frozen
 
@@ -126,7 +134,8 @@ class RunBatchedModelEnv:
     @torch.no_grad()
     def _elite_means(self, frozen: _Frozen, state: np.ndarray, action: np.ndarray) -> torch.Tensor:
         """Every elite's predicted mean for each listed run's rows, ``[R, K, M, out]`` (standardized target units):
-        :meth:`DynamicsModel.predict_expected`'s forward pass, run by run, in one go."""
+        :meth:`DynamicsModel.predict_expected`'s forward pass, run by run, in one go; the unbounded log-variances
+        follow the means on the last axis."""
         r, m = state.shape[0], state.shape[1]
         onehot = np.zeros((r, m, self.num_actions))
         np.put_along_axis(onehot, action[..., None].astype(np.int64), 1.0, axis=2)
@@ -138,8 +147,7 @@ class RunBatchedModelEnv:
             h = torch.baddbmm(bias, h, weight)
             if i < self.num_hidden:
                 h = F.silu(h)
-        out_dim = self.obs_dim + 1
-        return h.reshape(r, k, m, 2 * out_dim)[..., :out_dim]  # the means; the log-variances are not needed here
+        return h.reshape(r, k, m, -1)  # the means, then the unbounded log-variances
 
     def _step(
         self,
@@ -154,7 +162,7 @@ class RunBatchedModelEnv:
         (if asked) the elites' disagreement ``[R, M]``; as :meth:`DynamicsModel.predict_expected` (``expectation``)
         or :meth:`DynamicsModel.predict` with ``deterministic=True`` (one elite drawn per row from the run's
         generator) on each run alone."""
-        means = self._elite_means(frozen, state, action)  # [R, K, M, out]
+        means = self._elite_means(frozen, state, action)[..., : self.obs_dim + 1]  # [R, K, M, out]
         r, k, m, _ = means.shape
         if expectation:
             y = means.double().mean(dim=1)
@@ -239,3 +247,93 @@ class RunBatchedModelEnv:
         if disagreement_out is not None:
             disagreement_out[...] = (spread / np.maximum(live_steps, 1)).reshape(r, n, a)
         return value.reshape(r, n, a)
+
+    @torch.no_grad()
+    def _predict(
+        self,
+        runs: Sequence[int],
+        obs: Sequence[np.ndarray],
+        actions: Sequence[np.ndarray],
+        rngs: Sequence[np.random.Generator],
+        deterministic: bool,
+        disagreement_rows: Sequence[int | None],
+    ) -> list[ModelStep]:
+        """:meth:`DynamicsModel.predict` of each listed run on its own rows (``obs[r] [n_r, obs_dim]``, actions
+        ``[n_r]``), all runs' rows in one batched pass (padded to the longest run's); each run's elite choices and
+        noise are drawn from its own generator, in :meth:`DynamicsModel.predict`'s order."""
+        r, width = len(runs), max(o.shape[0] for o in obs)
+        state = np.zeros((r, width, self.obs_dim))
+        action = np.zeros((r, width), np.int64)
+        for j, (o, a) in enumerate(zip(obs, actions, strict=True)):
+            state[j, : o.shape[0]] = o
+            action[j, : o.shape[0]] = np.asarray(a).reshape(-1)
+        frozen = self._frozen(runs)
+        out = self._elite_means(frozen, state, action)  # [R, K, W, 2 * out]
+        k, out_dim = out.shape[1], self.obs_dim + 1
+        means = out[..., :out_dim]
+        choice = np.zeros((r, width), np.int64)
+        noise = np.zeros((r, width, out_dim))
+        for j, o in enumerate(obs):
+            n = o.shape[0]
+            choice[j, :n] = rngs[j].integers(0, k, size=n)
+            if not deterministic:
+                noise[j, :n] = rngs[j].standard_normal((n, out_dim))
+        index = torch.as_tensor(choice, device=out.device)[:, None, :, None].expand(r, 1, width, out.shape[-1])
+        chosen = out.gather(1, index).squeeze(1)  # [R, W, 2 * out]
+        y = chosen[..., :out_dim].double()
+        if not deterministic:
+            # GaussianEnsemble.forward's soft clamp of the chosen member's log-variance into the run's bounds.
+            max_logvar, min_logvar = frozen.max_logvar[:, 0], frozen.min_logvar[:, 0]
+            logvar = max_logvar - F.softplus(max_logvar - chosen[..., out_dim:])
+            logvar = min_logvar + F.softplus(logvar - min_logvar)
+            y = y + torch.exp(0.5 * logvar.double()) * torch.as_tensor(noise, device=out.device)
+        y_np = (y * frozen.out_std + frozen.out_mean).cpu().numpy()
+        spread = means.std(dim=1, unbiased=False).mean(dim=-1).double().cpu().numpy()  # [R, W]
+        steps = []
+        for j, o in enumerate(obs):
+            n = o.shape[0]
+            scored = n if disagreement_rows[j] is None else min(n, max(0, int(disagreement_rows[j])))  # type: ignore[arg-type]
+            disagreement = np.full(n, np.nan)
+            disagreement[:scored] = spread[j, :scored]
+            rows = y_np[j, :n]
+            steps.append(
+                ModelStep(
+                    next_obs=np.asarray(o, np.float64) + rows[:, 1:],
+                    reward=rows[:, 0].copy(),
+                    terminated_prob=None,
+                    disagreement=disagreement,
+                    finite=np.isfinite(rows).all(axis=1),
+                )
+            )
+        return steps
+
+    def rollouts(
+        self,
+        runs: Sequence[int],
+        progress: Sequence[RolloutProgress],
+        policies: Sequence[PolicyFn],
+        rngs: Sequence[np.random.Generator],
+        deterministic: bool = False,
+    ) -> list[RolloutResult]:
+        """:meth:`ModelEnv.rollout <mbrl.model_env.ModelEnv.rollout>` of each listed run (its rollout begun by its
+        own :meth:`ModelEnv.start_rollout`, its policy, its generator), the model steps of all runs taken together.
+        Each run's policy and model draw from its generator in the per-run order (actions, then elites and noise).
+        ``seconds`` of every result is the wall time of the whole batch."""
+        started = time.perf_counter()
+        for t in range(max((p.horizon for p in progress), default=0)):
+            going = [j for j, p in enumerate(progress) if t < p.horizon and p.obs.shape[0] > 0]
+            if not going:
+                break
+            actions = [np.asarray(policies[j](progress[j].obs)) for j in going]
+            steps = self._predict(
+                [runs[j] for j in going],
+                [progress[j].obs for j in going],
+                actions,
+                [rngs[j] for j in going],
+                deterministic,
+                [progress[j].disagreement_rows for j in going],
+            )
+            for j, action, step in zip(going, actions, steps, strict=True):
+                progress[j].advance(t, action, step)
+        seconds = time.perf_counter() - started
+        return [p.finish(seconds) for p in progress]

@@ -280,3 +280,47 @@ def test_batched_models_change_nothing_in_a_dyna_run(model_use: str) -> None:
         torch.testing.assert_close(y[1], x[1], rtol=1e-4, atol=1e-6)
     for phase_a, phase_b in zip(fb_batched, fb_beside, strict=True):
         _same_feedback(phase_a[1], phase_b[1])
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_batched_imagined_rollouts_equal_each_runs_own(deterministic: bool) -> None:
+    """Three runs' rollouts (their own starts, horizons, epsilon-greedy policies and generators; a termination rule
+    that ends samples at different steps, so the runs' row counts differ) stepped together: the same stored
+    transitions and statistics as each run's own ModelEnv.rollout, to float32 rounding, and the generators left in the
+    same state."""
+    cfg = dataclasses.replace(CFG, ensemble_size=4, num_elites=3, max_epochs=5)
+    models = [DynamicsModel(6, 3, True, cfg, seed=s) for s in range(3)]
+    data = [_acrobot(200, seed=s) for s in range(3)]
+    for model, d in zip(models, data, strict=True):
+        model.fit(*d)
+
+    def ends(obs: np.ndarray, action: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+        return np.abs(next_obs[:, 4]) > 0.3  # the first link turning fast
+
+    envs = [ModelEnv(m, ends, 6, (), np.int64) for m in models]
+    horizons = [4, 2, 6]
+
+    def policy(rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda obs: np.where(rng.random(obs.shape[0]) < 0.5, rng.integers(0, 3, obs.shape[0]), 1)
+
+    starts = [d[0][: 40 + 10 * i].astype(np.float32) for i, d in enumerate(data)]
+    rngs = [np.random.default_rng(i) for i in range(3)]
+    expected = [
+        env.rollout(s, policy(rng), h, rng, deterministic=deterministic)
+        for env, s, h, rng in zip(envs, starts, horizons, rngs, strict=True)
+    ]
+    batched_rngs = [np.random.default_rng(i) for i in range(3)]
+    progress = [env.start_rollout(s, h) for env, s, h in zip(envs, starts, horizons, strict=True)]
+    got = RunBatchedModelEnv(models, ends).rollouts(
+        [0, 1, 2], progress, [policy(rng) for rng in batched_rngs], batched_rngs, deterministic
+    )
+    for a, b, ra, rb in zip(expected, got, rngs, batched_rngs, strict=True):
+        assert len(a.transitions) == len(b.transitions) and a.alive_by_step == b.alive_by_step
+        np.testing.assert_array_equal(a.sample_id, b.sample_id)
+        np.testing.assert_array_equal(a.transitions.action, b.transitions.action)
+        np.testing.assert_array_equal(a.transitions.terminated, b.transitions.terminated)
+        np.testing.assert_allclose(b.transitions.next_obs, a.transitions.next_obs, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(b.transitions.reward, a.transitions.reward, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(b.disagreement_by_step, a.disagreement_by_step, rtol=1e-5)
+        assert ra.bit_generator.state == rb.bit_generator.state
+    assert len({len(r.alive_by_step) for r in got}) > 1 and any(r.num_terminated for r in got)

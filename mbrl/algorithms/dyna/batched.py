@@ -41,7 +41,7 @@ from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_no
 from mbrl.algorithms.dyna import feedback as measure
 from mbrl.algorithms.dyna.config import DynaConfig
 from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
-from mbrl.model_env import ModelEnv
+from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.model_error import RMSE_HORIZONS, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
 from mbrl.models.run_batched import can_fit_run_batched, fit_run_batched
@@ -140,10 +140,10 @@ class BatchedDynaDQN:
         self._learned = [override is None for override in overrides]
         self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
         learned_models = [m for m, own in zip(self.models, self._learned, strict=True) if own]
-        #: With ``cfg.batched_models``, the learned models as one environment for the lookahead of several runs.
+        #: With ``cfg.batched_models``, the learned models as one environment for the runs' lookahead.
         self._batched_env = (
             RunBatchedModelEnv(self.models, self.termination)
-            if cfg.batched_models and len(learned_models) > 1 and can_fit_run_batched(learned_models)
+            if cfg.batched_models and learned_models and can_fit_run_batched(learned_models)
             else None
         )
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
@@ -226,33 +226,36 @@ class BatchedDynaDQN:
         trust = self.cfg.lookahead_trust
         spread = np.full((self.num_runs, 1, self.num_actions), np.nan)
         values = np.zeros((self.num_runs, 1, self.num_actions))
-        together = self._batched_env is not None and len(runs) > 1 and all(self._learned[i] for i in runs)
+        # With batched models a learned model's run always looks ahead through the batched path (a batch of one
+        # included), so that its arithmetic does not depend on how many other runs look ahead at the same step.
+        together = [i for i in runs if self._learned[i]] if self._batched_env is not None else []
         if together:
             assert self._batched_env is not None
-            out = np.full((len(runs), 1, self.num_actions), np.nan)
-            values[runs] = self._batched_env.lookahead_values(
-                runs,
-                obs[runs][:, None],
+            out = np.full((len(together), 1, self.num_actions), np.nan)
+            values[together] = self._batched_env.lookahead_values(
+                together,
+                obs[together][:, None],
                 self._run_q_values,
-                [min(self.ks[i], self.cfg.k_cap) for i in runs],
+                [min(self.ks[i], self.cfg.k_cap) for i in together],
                 self.cfg.gamma,
-                [generators[i] for i in runs],
+                [generators[i] for i in together],
                 expectation=self.cfg.lookahead_expectation,
                 disagreement_out=out if trust > 0 else None,
             )
-            spread[runs] = out
-        else:
-            for i in runs:
-                values[i] = self.model_envs[i].lookahead_values(
-                    obs[i : i + 1],
-                    self.num_actions,
-                    self._q_values(i),
-                    min(self.ks[i], self.cfg.k_cap),
-                    self.cfg.gamma,
-                    generators[i],
-                    expectation=self.cfg.lookahead_expectation,
-                    disagreement_out=spread[i] if trust > 0 else None,
-                )
+            spread[together] = out
+        for i in runs:
+            if i in together:
+                continue
+            values[i] = self.model_envs[i].lookahead_values(
+                obs[i : i + 1],
+                self.num_actions,
+                self._q_values(i),
+                min(self.ks[i], self.cfg.k_cap),
+                self.cfg.gamma,
+                generators[i],
+                expectation=self.cfg.lookahead_expectation,
+                disagreement_out=spread[i] if trust > 0 else None,
+            )
         for i in runs:
             choice = int(values[i, 0].argmax())
             reference = self.trust_reference[i]
@@ -425,10 +428,10 @@ class BatchedDynaDQN:
 
     def _fit_models(self) -> None:
         """Refit the world model of every run that needs one on its real buffer; with ``cfg.batched_models`` the
-        learned ones together, as one network with a run axis (the same weights to the bit)."""
+        learned ones together, as one network with a run axis (equal to the per-run fits to float32 rounding)."""
         runs = [i for i in range(self.num_runs) if self._needs_model(i)]
         together = [i for i in runs if self._learned[i]] if self.cfg.batched_models else []
-        if len(together) > 1 and can_fit_run_batched([self.models[i] for i in together]):
+        if together and can_fit_run_batched([self.models[i] for i in together]):
             datasets = []
             for i in together:
                 data = self.real.run(i)
@@ -443,27 +446,58 @@ class BatchedDynaDQN:
             self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
             self.model_fitted[i] = True
 
+    def _rollout_starts(self, run: int) -> np.ndarray:
+        """``M`` start states of run ``run``'s imagined rollouts, drawn from its real buffer with its generator."""
+        size = self.real.size
+        starts = self.rngs[run].choice(
+            size, size=self.cfg.num_model_rollouts, replace=size < self.cfg.num_model_rollouts
+        )
+        return self.real.obs[run, starts]
+
     def _rollout_round(self) -> None:
         """``M`` imagined rollouts of ``K`` steps per model-using run into its rolling model buffer."""
         cfg = self.cfg
         eps = self.exploration_rate()
-        for i in range(self.num_runs):
-            k = min(self.ks[i], cfg.k_cap)
-            if k <= 0 or not self.model_fitted[i] or cfg.model_use == "lookahead":
+        runs = [i for i in range(self.num_runs) if self.ks[i] > 0 and self.model_fitted[i]]
+        if cfg.model_use == "lookahead":
+            runs = []
+        results: dict[int, RolloutResult] = {}
+        # With batched models the learned models' runs step together; each run's draws stay in its own stream.
+        together = [i for i in runs if self._learned[i]] if self._batched_env is not None else []
+        if together:
+            assert self._batched_env is not None
+            progress = []
+            for i in together:
+                truncator = self._truncators[i]
+                progress.append(
+                    self.model_envs[i].start_rollout(
+                        self._rollout_starts(i),
+                        min(self.ks[i], cfg.k_cap),
+                        keep_fn=None if truncator is None else truncator.keep,
+                    )
+                )
+            done = self._batched_env.rollouts(
+                together,
+                progress,
+                [self._policy(i, eps) for i in together],
+                [self.rngs[i] for i in together],
+                deterministic=cfg.deterministic_rollouts,
+            )
+            results.update(zip(together, done, strict=True))
+        for i in runs:
+            if i in results:
                 continue
-            rng = self.rngs[i]
-            size = self.real.size
-            starts = rng.choice(size, size=cfg.num_model_rollouts, replace=size < cfg.num_model_rollouts)
-            start_obs = self.real.obs[i, starts]
             truncator = self._truncators[i]
-            result = self.model_envs[i].rollout(
-                start_obs,
+            results[i] = self.model_envs[i].rollout(
+                self._rollout_starts(i),
                 self._policy(i, eps),
-                k,
-                rng,
+                min(self.ks[i], cfg.k_cap),
+                self.rngs[i],
                 keep_fn=None if truncator is None else truncator.keep,
                 deterministic=cfg.deterministic_rollouts,
             )
+        for i in runs:
+            result = results[i]
             if result.num_nonfinite:
                 self.models[i].restore_last_good()
             imagined = result.multi_step(cfg.gamma) if cfg.multi_step_targets else result.transitions
