@@ -243,7 +243,9 @@ def _dyna_cfg(**overrides: object) -> DynaConfig:
 
 
 def _run(cfg: DynaConfig, seeds: list[int], ks: list[list[int]]) -> tuple[BatchedDynaDQN, list[list[dict[str, float]]]]:
-    algo = BatchedDynaDQN([lambda: gym.make("Acrobot-v1")] * len(seeds), cfg, seed=0, run_seeds=seeds)
+    # Episodes of at most 100 steps keep the greedy evaluations and the model episodes of the feedback short.
+    env_fns = [lambda: gym.make("Acrobot-v1", max_episode_steps=100)] * len(seeds)
+    algo = BatchedDynaDQN(env_fns, cfg, seed=0, run_seeds=seeds)
     return algo, [algo.run_phase(phase_ks) for phase_ks in ks]
 
 
@@ -273,8 +275,11 @@ def test_batched_models_change_nothing_in_a_dyna_run(model_use: str) -> None:
     for phase_a, phase_b in zip(fb_per_run, fb_batched, strict=True):
         for a, b in zip(phase_a, phase_b, strict=True):
             _same_feedback(a, b)
+    assert batched._batched_env is not None and per_run._batched_env is None
     if model_use == "lookahead":
-        assert batched.untrusted_decisions.sum() > 0 or fb_batched[1][1]["k"] > 0
+        assert batched._batched_env._cache  # it looked ahead through the batched environment
+    else:
+        assert fb_batched[0][1]["model_transitions"] > 0
     beside, fb_beside = _run(_dyna_cfg(model_use=model_use, batched_models=True), [9, 6], [[1, 2], [3, 1]])
     for x, y in zip(batched.q.parameters(), beside.q.parameters(), strict=True):
         torch.testing.assert_close(y[1], x[1], rtol=1e-4, atol=1e-6)
@@ -324,3 +329,18 @@ def test_batched_imagined_rollouts_equal_each_runs_own(deterministic: bool) -> N
         np.testing.assert_allclose(b.disagreement_by_step, a.disagreement_by_step, rtol=1e-5)
         assert ra.bit_generator.state == rb.bit_generator.state
     assert len({len(r.alive_by_step) for r in got}) > 1 and any(r.num_terminated for r in got)
+
+
+def test_a_batched_run_resumes_exactly_from_a_snapshot() -> None:
+    """The batched environment's stacked elites are rebuilt from the loaded models (not kept from before the load)."""
+    cfg = _dyna_cfg(batched_models=True, budget=300, phase_length=150)
+    original, _ = _run(cfg, [5, 6], [[2, 1]])
+    resumed, _ = _run(cfg, [5, 6], [[3, 3]])  # other decisions: other models, stacked and cached by its lookahead
+    resumed.load_state_dict(original.state_dict())
+    a, b = original.run_phase([2, 1]), resumed.run_phase([2, 1])
+    for fa, fb in zip(a, b, strict=True):
+        for key in fa:
+            if key not in ("seconds", "rollout_seconds"):
+                assert fa[key] == fb[key] or (math.isnan(fa[key]) and math.isnan(fb[key])), key
+    for pa, pb in zip(original.q.parameters(), resumed.q.parameters(), strict=True):
+        assert torch.equal(pa, pb)
