@@ -93,7 +93,9 @@ class _Run:
         """Whether the run's fit is over (between epochs, with no further epoch to start)."""
         return not self.in_epoch and not self.schedule.wants_epoch()
 
-    def finish(self, stacked: list[torch.Tensor], names: list[str], best: dict[str, torch.Tensor], row: int) -> dict:
+    def finish(
+        self, stacked: list[torch.Tensor], names: list[str], best: dict[str, torch.Tensor], row: int
+    ) -> dict[str, float]:
         """Write the run's weights back into its model (the members' best, everything else as trained) and finish
         the fit there."""
         if not self.schedule.restored:
@@ -113,7 +115,7 @@ def _forward(params: dict[str, torch.Tensor], x: torch.Tensor, num_hidden: int) 
     computes them."""
     r, e, n = x.shape[0], x.shape[1], x.shape[2]
     h = x.reshape(r * e, n, x.shape[3])
-    for layer in [f"hidden.{i}" for i in range(num_hidden)] + ["output"]:
+    for layer in _layers(num_hidden):
         weight, bias = params[f"{layer}.weight"], params[f"{layer}.bias"]
         h = torch.baddbmm(bias.reshape(r * e, 1, -1), h, weight.reshape(r * e, *weight.shape[2:]))
         if layer != "output":
@@ -127,7 +129,7 @@ def _forward(params: dict[str, torch.Tensor], x: torch.Tensor, num_hidden: int) 
 
 def fit_run_batched(models: Sequence[DynamicsModel], datasets: Sequence[Dataset]) -> list[dict[str, float]]:
     """Fit every model on its own dataset, all in one batched network; each ends as :meth:`DynamicsModel.fit` on
-    that model and dataset would leave it.
+    that model and dataset would leave it, to float32 rounding (the module docstring says how far that goes).
 
     Args:
         models: ``B`` models accepted by :func:`can_fit_run_batched`.
