@@ -19,7 +19,13 @@ from other work hits both alike, and the ratio of medians (B / A) is the result.
   states, whole ensemble per row (A) against one elite per row plus a disagreement subsample (B);
 * ``sac``: one SAC update (HalfCheetah's dimensions, 256 x 256, batch 256): SB3's default (A) against SB3 with fused
   Adam (``optimizer_kwargs``), :class:`mbrl.algorithms.sac_backends.FusedSAC` and, with the ``sbx`` extra installed,
-  :class:`mbrl.algorithms.sbx_backend.SBXSAC` (each B, in its own interleaved pairing).
+  :class:`mbrl.algorithms.sbx_backend.SBXSAC` (each B, in its own interleaved pairing);
+* ``meta_round``: the inner runs of one meta-training round (the learner of
+  ``experiments/meta/presets/acrobot_gate_8k_converged.yaml``: Dyna-DQN on Acrobot with K-step lookahead in a learned
+  5 x 3 x 64 ensemble refit to convergence, ``--round-runs`` runs in lockstep, shortened to ``--round-budget`` env
+  steps in four phases with K = 0, 2, 4, 8 and a refit every half budget), per meta-episode (round seconds / runs):
+  each run's world model fitted and looked ahead in on its own (A, today's default) against all runs' models as one
+  batched network (B, ``DynaConfig(batched_models=True)``); whole rounds, alternating which goes first, no warm-up.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py
 
@@ -60,9 +66,11 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The code measured as A: the last commit before the float32 planner, the fused model fits and the SAC backends.
 BASELINE = "a4f6780ea25c19e252217be87600c7e1a7c28302"
-PARTS = ("pets", "fit", "fit_rule", "rollout", "sac")
+PARTS = ("pets", "fit", "fit_rule", "rollout", "sac", "meta_round")
+#: The meta-training preset whose inner learner ``meta_round`` times.
+META_PRESET = REPO / "experiments" / "meta" / "presets" / "acrobot_gate_8k_converged.yaml"
 #: The targets (B / A ratio or absolute ms) each part is judged against.
-TARGETS = {"pets": {"ratio": 0.6, "ms": 16.0}, "sac": {"ratio": 0.7}}
+TARGETS = {"pets": {"ratio": 0.6, "ms": 16.0}, "sac": {"ratio": 0.7}, "meta_round": {"speedup": 3.0}}
 DYNA_ARCH = ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layers=3)
 PETS_ARCH = ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
 MBPO_ARCH = ModelConfig()
@@ -76,11 +84,15 @@ class Args:
     """Command line (each field a ``--flag``)."""
 
     parts: str = ",".join(PARTS)
-    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac)"""
+    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac, meta_round)"""
     repeats: int = 15
     """timed pairs per measurement (the medians are over these)"""
     out: Path = RESULTS / "speed.json"
     """where the JSON goes"""
+    round_runs: int = 8
+    """meta_round: inner runs per round (B; meta-training's ``runs_per_round``)"""
+    round_budget: int = 1200
+    """meta_round: env steps per inner run (four phases; the preset's runs take 8000)"""
 
 
 def baseline_module(path: str) -> types.ModuleType:
@@ -376,6 +388,49 @@ def time_sac(repeats: int, updates: int = 20) -> dict[str, Any]:
     return out
 
 
+def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
+    from meta.control.training import MetaTrainConfig
+    from meta.rollout_length.env import MetaEnvConfig
+    from meta.rollout_length.inner import DynaFactory
+    from rolloutlab.config import load_yaml
+
+    env = load_yaml(MetaTrainConfig, META_PRESET).env
+    assert isinstance(env, MetaEnvConfig), f"{META_PRESET} is not a rollout-length preset"
+    phase = budget // 4
+    dyna = {**env.dyna, "model_train_freq": budget // 2}
+    schedule = [0, 2, 4, 8]
+
+    def round_(batched: bool) -> Callable[[], None]:
+        factory = DynaFactory(env.env_id, phase, env.k_cap, budget, {**dyna, "batched_models": batched})
+
+        def call() -> None:  # the same seeds on both sides: the same runs, fitted and looked ahead in two ways
+            learner = factory([lambda: gym.make(env.env_id)] * runs, seed=0)
+            for k in schedule:
+                learner.run_phase([k] * runs)
+
+        return call
+
+    a, b = round_(False), round_(True)
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for i in range(repeats):
+        for key, fn in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
+            started = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - started)
+    a_s, b_s = float(np.median(times["a"])), float(np.median(times["b"]))
+    return {
+        "a_s_per_meta_episode": a_s / runs,
+        "b_s_per_meta_episode": b_s / runs,
+        "speedup": a_s / b_s,
+        "a_all_s": times["a"],
+        "b_all_s": times["b"],
+        "settings": f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = "
+        f"{schedule}, refit every {budget // 2} steps; one process, one thread",
+        # The target counts both cores (meta-training's worker processes); this is one process on one core.
+        "met": a_s / b_s >= TARGETS["meta_round"]["speedup"],
+    }
+
+
 def main(args: Args | None = None) -> dict[str, Any]:
     """Time the chosen parts and write the JSON (parts of an earlier file not timed now are kept)."""
     if args is None:
@@ -409,6 +464,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
         "fit_rule": lambda: time_fit_rule(old, args.repeats),
         "rollout": lambda: time_rollout(old, args.repeats),
         "sac": lambda: time_sac(args.repeats),
+        "meta_round": lambda: time_meta_round(args.round_runs, args.round_budget, args.repeats),
     }
     for part in parts:
         started = time.perf_counter()
@@ -419,6 +475,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
         report["parts"][part]["load_average"] = [load_before, os.getloadavg()[0]]
         report["parts"][part]["command"] = (
             f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part} --repeats {args.repeats}"
+            + (f" --round-runs {args.round_runs} --round-budget {args.round_budget}" if part == "meta_round" else "")
         )
         print(part, f"{time.perf_counter() - started:.0f} s", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)

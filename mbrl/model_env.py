@@ -155,6 +155,91 @@ class ModelEpisodes:
         return float(values.mean()) if values.size else float("nan")
 
 
+class RolloutProgress:
+    """One :meth:`ModelEnv.rollout` in progress: the samples alive, what they stored, the statistics.
+
+    Each step, the caller asks the policy for :attr:`obs`'s actions, has the model predict the step (the
+    disagreement of the first :attr:`disagreement_rows` rows at least, ``None``: all) and hands both to
+    :meth:`advance`; :meth:`finish` returns the :class:`RolloutResult`.
+    """
+
+    def __init__(
+        self,
+        env: ModelEnv,
+        start_obs: np.ndarray,
+        horizon: int,
+        disagreement_threshold: float | None,
+        keep_fn: Callable[[int, np.ndarray], np.ndarray] | None,
+    ) -> None:
+        self.env, self.horizon = env, int(horizon)
+        self.threshold, self.keep_fn = disagreement_threshold, keep_fn
+        #: ``[n_alive, obs_dim]`` float32, the samples still rolling out.
+        self.obs = np.asarray(start_obs, dtype=np.float32)
+        self._parts: list[Transitions] = []
+        self._ids: list[np.ndarray] = []
+        self._alive_ids = np.arange(self.obs.shape[0])
+        self.result = RolloutResult(
+            transitions=Transitions.empty(env.obs_dim, env.action_shape, env.action_dtype), horizon=self.horizon
+        )
+        cuts = disagreement_threshold is not None or keep_fn is not None
+        #: Rows whose disagreement the model must compute (``None``: every row; all of them where a rollout cuts on it).
+        self.disagreement_rows = None if cuts else env.disagreement_sample
+
+    def advance(self, t: int, action: np.ndarray, step: Any) -> None:
+        """Take the model's prediction ``step`` for :attr:`obs` under ``action`` as rollout step ``t``."""
+        env, result, obs, rows = self.env, self.result, self.obs, self.disagreement_rows
+        next_obs = np.asarray(step.next_obs, dtype=np.float32)
+        reward = np.asarray(step.reward, dtype=np.float32).reshape(-1)
+        disagreement = np.asarray(step.disagreement, dtype=np.float64).reshape(-1)
+        result.alive_by_step.append(int(obs.shape[0]))
+        finite = np.isfinite(next_obs).all(axis=1) & np.isfinite(reward)
+        result.num_nonfinite += int((~finite).sum())
+        finite_disagreement = disagreement[finite & np.isfinite(disagreement)]
+        result.disagreement_by_step.append(float(finite_disagreement.mean()) if finite_disagreement.size else 0.0)
+        if t == 0:
+            result.first_step_disagreement = disagreement[: disagreement.shape[0] if rows is None else rows].copy()
+        keep = finite.copy()
+        if self.threshold is not None or self.keep_fn is not None:
+            if self.keep_fn is not None:
+                allowed = np.asarray(self.keep_fn(t, disagreement), dtype=bool).reshape(-1)
+            else:
+                allowed = disagreement <= float(self.threshold)  # type: ignore[arg-type]
+            cut = keep & ~allowed
+            result.num_uncertainty_cut += int(cut.sum())
+            keep &= ~cut
+        terminated = np.zeros(obs.shape[0], dtype=bool)
+        if keep.any():
+            prob = None if step.terminated_prob is None else np.asarray(step.terminated_prob)[keep]
+            terminated[keep] = env._terminated(obs[keep], action[keep], next_obs[keep], prob)
+        last = t == self.horizon - 1
+        self._parts.append(
+            Transitions(
+                obs=obs[keep],
+                action=action[keep].astype(env.action_dtype).reshape(-1, *env.action_shape),
+                reward=reward[keep],
+                next_obs=next_obs[keep],
+                terminated=terminated[keep],
+                # The horizon is our choice, not the MDP's: a cut there must bootstrap, so it is `truncated`.
+                truncated=np.full(int(keep.sum()), last) & ~terminated[keep],
+            )
+        )
+        self._ids.append(self._alive_ids[keep])
+        result.num_terminated += int(terminated[keep].sum())
+        alive = keep & ~terminated
+        self.obs = next_obs[alive]
+        self._alive_ids = self._alive_ids[alive]
+
+    def finish(self, seconds: float) -> RolloutResult:
+        """The result, with ``seconds`` of wall-clock time."""
+        result = self.result
+        if self._parts:
+            result.transitions = Transitions.concatenate(self._parts)
+            result.sample_id = np.concatenate(self._ids)
+            result.step = np.concatenate([np.full(len(i), t, np.int64) for t, i in enumerate(self._ids)])
+        result.seconds = seconds
+        return result
+
+
 class ModelEnv:
     """A learned model as a batched environment for imagined rollouts.
 
@@ -219,66 +304,27 @@ class ModelEnv:
             The stored transitions and per-step statistics.
         """
         started = time.perf_counter()
-        obs = np.asarray(start_obs, dtype=np.float32)
-        parts: list[Transitions] = []
-        ids: list[np.ndarray] = []
-        alive_ids = np.arange(obs.shape[0])
-        result = RolloutResult(
-            transitions=Transitions.empty(self.obs_dim, self.action_shape, self.action_dtype), horizon=int(horizon)
-        )
-        cuts = disagreement_threshold is not None or keep_fn is not None
-        rows = None if cuts else self.disagreement_sample
+        progress = self.start_rollout(start_obs, horizon, disagreement_threshold, keep_fn)
         for t in range(int(horizon)):
-            if obs.shape[0] == 0:
+            if progress.obs.shape[0] == 0:
                 break
-            action = np.asarray(policy(obs))
-            step = self.model.predict(obs, action, rng, deterministic=deterministic, disagreement_rows=rows)
-            next_obs = np.asarray(step.next_obs, dtype=np.float32)
-            reward = np.asarray(step.reward, dtype=np.float32).reshape(-1)
-            disagreement = np.asarray(step.disagreement, dtype=np.float64).reshape(-1)
-            result.alive_by_step.append(int(obs.shape[0]))
-            finite = np.isfinite(next_obs).all(axis=1) & np.isfinite(reward)
-            result.num_nonfinite += int((~finite).sum())
-            finite_disagreement = disagreement[finite & np.isfinite(disagreement)]
-            result.disagreement_by_step.append(float(finite_disagreement.mean()) if finite_disagreement.size else 0.0)
-            if t == 0:
-                result.first_step_disagreement = disagreement[: disagreement.shape[0] if rows is None else rows].copy()
-            keep = finite.copy()
-            if disagreement_threshold is not None or keep_fn is not None:
-                if keep_fn is not None:
-                    allowed = np.asarray(keep_fn(t, disagreement), dtype=bool).reshape(-1)
-                else:
-                    allowed = disagreement <= float(disagreement_threshold)  # type: ignore[arg-type]
-                cut = keep & ~allowed
-                result.num_uncertainty_cut += int(cut.sum())
-                keep &= ~cut
-            terminated = np.zeros(obs.shape[0], dtype=bool)
-            if keep.any():
-                prob = None if step.terminated_prob is None else np.asarray(step.terminated_prob)[keep]
-                terminated[keep] = self._terminated(obs[keep], action[keep], next_obs[keep], prob)
-            last = t == int(horizon) - 1
-            parts.append(
-                Transitions(
-                    obs=obs[keep],
-                    action=action[keep].astype(self.action_dtype).reshape(-1, *self.action_shape),
-                    reward=reward[keep],
-                    next_obs=next_obs[keep],
-                    terminated=terminated[keep],
-                    # The horizon is our choice, not the MDP's: a cut there must bootstrap, so it is `truncated`.
-                    truncated=np.full(int(keep.sum()), last) & ~terminated[keep],
-                )
+            action = np.asarray(policy(progress.obs))
+            step = self.model.predict(
+                progress.obs, action, rng, deterministic=deterministic, disagreement_rows=progress.disagreement_rows
             )
-            ids.append(alive_ids[keep])
-            result.num_terminated += int(terminated[keep].sum())
-            alive = keep & ~terminated
-            obs = next_obs[alive]
-            alive_ids = alive_ids[alive]
-        if parts:
-            result.transitions = Transitions.concatenate(parts)
-            result.sample_id = np.concatenate(ids)
-            result.step = np.concatenate([np.full(len(i), t, np.int64) for t, i in enumerate(ids)])
-        result.seconds = time.perf_counter() - started
-        return result
+            progress.advance(t, action, step)
+        return progress.finish(time.perf_counter() - started)
+
+    def start_rollout(
+        self,
+        start_obs: np.ndarray,
+        horizon: int,
+        disagreement_threshold: float | None = None,
+        keep_fn: Callable[[int, np.ndarray], np.ndarray] | None = None,
+    ) -> RolloutProgress:
+        """The bookkeeping of one :meth:`rollout`, for a caller that makes the model steps itself (several runs'
+        rollouts stepped together by :class:`mbrl.run_batched_env.RunBatchedModelEnv`)."""
+        return RolloutProgress(self, start_obs, horizon, disagreement_threshold, keep_fn)
 
     def lookahead_values(
         self,

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mbrl.models.fit_schedule import FitData, FitSchedule
 from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.propagator import MemberPropagator
@@ -353,6 +354,68 @@ class DynamicsModel:
             ``model/holdout_termination_bce``.
         """
         cfg = self.cfg
+        data = self.fit_data(obs, actions, rewards, next_obs, terminated)
+        x_tr, y_tr, t_tr = data.x_train, data.y_train, data.t_train
+        if cfg.fused_optimizer:
+            groups = self.ensemble.decay_groups()  # the optimizer applies the weight decay
+        else:
+            groups = [{"params": list(self.ensemble.parameters()), "weight_decay": 0.0}]  # the loss holds it
+        if self.termination is not None:
+            groups.append({"params": list(self.termination.parameters()), "weight_decay": 0.0})
+        optimizer = fit_optimizer(groups, cfg.lr, cfg.fused_optimizer)
+        member_params = self._member_params()
+        best_state = {name: p.detach().clone() for name, p in member_params.items()}
+        schedule = self.fit_schedule(data.x_train.shape[0])
+        member_idx = data.member_rows
+        losses: list[torch.Tensor] = []  # the losses of the steps since the holdout was last scored
+        while schedule.wants_epoch():
+            member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
+            epoch_idx = self._tensor(member_idx)  # one host-to-device copy per epoch; the steps slice views of it
+            for start in range(0, data.num_train, cfg.batch_size):
+                if not schedule.may_step():
+                    break
+                schedule.begin_step()
+                batch = epoch_idx[:, start : start + cfg.batch_size]
+                xb, yb = x_tr[batch], y_tr[batch]
+                # With the fused optimizer, its parameter groups apply the per-layer weight decay, not the loss.
+                loss = self.ensemble.loss(xb, yb, weight_decay=not cfg.fused_optimizer)
+                if self.termination is not None:
+                    loss = loss + self.termination.loss(xb, t_tr[batch]).sum()
+                if not torch.isfinite(loss):
+                    schedule.restored = True
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.detach())
+            if not schedule.end_epoch():
+                continue
+            mse, _, _, _ = self._holdout_scores(data.x_holdout, data.y_holdout, data.t_holdout)
+            improved = schedule.scored(mse, float(torch.stack(losses).mean()) if losses else math.nan)
+            losses = []
+            if improved is not None:
+                with torch.no_grad():
+                    for name, p in member_params.items():
+                        mask = improved.reshape(-1, *([1] * (p.dim() - 1)))
+                        best_state[name] = torch.where(mask, p.detach(), best_state[name])
+        if not schedule.restored:
+            with torch.no_grad():
+                for name, p in member_params.items():
+                    p.copy_(best_state[name])
+        return self.finish_fit(data, schedule)
+
+    def fit_data(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+    ) -> FitData:
+        """The first part of :meth:`fit`: drop non-finite rows, split off the holdout, refit the normalizers on the
+        training split and draw each member's bootstrap rows (the holdout split and the bootstrap come from the
+        model's generator, in this order)."""
+        cfg = self.cfg
         x_np = self._inputs(obs, actions)
         obs64 = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_dim)
         y_np = np.concatenate(
@@ -384,94 +447,42 @@ class DynamicsModel:
 
         x_tr, y_tr, t_tr = tensors(train_idx)
         x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else (x_tr, y_tr, t_tr)
-        if cfg.fused_optimizer:
-            groups = self.ensemble.decay_groups()  # the optimizer applies the weight decay
-        else:
-            groups = [{"params": list(self.ensemble.parameters()), "weight_decay": 0.0}]  # the loss holds it
-        if self.termination is not None:
-            groups.append({"params": list(self.termination.parameters()), "weight_decay": 0.0})
-        optimizer = fit_optimizer(groups, cfg.lr, cfg.fused_optimizer)
-        member_params = self._member_params()
-        best_state = {name: p.detach().clone() for name, p in member_params.items()}
-        # Fresh best scores: the warm-started weights were trained under the previous normalizer, so their score is
-        # no baseline for this fit; the first epoch's holdout score is (every member "improves" on +inf).
-        best_mse = torch.full((cfg.ensemble_size,), math.inf, device=self.device)
-        n_train = x_tr.shape[0]
-        e = cfg.ensemble_size
+        n_train, e = x_tr.shape[0], cfg.ensemble_size
         if cfg.bootstrap:
             member_idx = self._rng.integers(0, n_train, size=(e, n_train))
         else:
             member_idx = np.tile(np.arange(n_train), (e, 1))
-        restored = False
-        epochs, last_loss, steps_taken = 0, math.nan, 0
-        epochs_since_improved, steps_since_improved = 0, 0
-        step_cap = math.inf if cfg.max_train_steps is None else cfg.max_train_steps
-        min_steps = self.min_train_steps(n_train)
-        # Steps and epochs since the holdout was last scored, and the losses of those steps.
-        period_epochs, period_steps, losses = 0, 0, []
-        while epochs < cfg.max_epochs and steps_taken < step_cap:
-            member_idx = self._rng.permuted(member_idx, axis=1)  # each member its own minibatch order
-            epoch_idx = self._tensor(member_idx)  # one host-to-device copy per epoch; the steps slice views of it
-            for start in range(0, n_train, cfg.batch_size):
-                if steps_taken >= step_cap:
-                    break
-                steps_taken += 1
-                period_steps += 1
-                batch = epoch_idx[:, start : start + cfg.batch_size]
-                xb, yb = x_tr[batch], y_tr[batch]
-                # With the fused optimizer, its parameter groups apply the per-layer weight decay, not the loss.
-                loss = self.ensemble.loss(xb, yb, weight_decay=not cfg.fused_optimizer)
-                if self.termination is not None:
-                    loss = loss + self.termination.loss(xb, t_tr[batch]).sum()
-                if not torch.isfinite(loss):
-                    restored = True
-                    break
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.detach())
-            epochs += 1
-            period_epochs += 1
-            if restored:
-                break
-            last_epoch = epochs >= cfg.max_epochs or steps_taken >= step_cap
-            if period_steps < cfg.score_every_steps and not last_epoch:
-                continue  # a small buffer's epoch is a step or two: score once enough steps have passed
-            mse, _, _, _ = self._holdout_scores(x_ho, y_ho, t_ho)
-            if not bool(torch.isfinite(mse).all()):
-                restored = True
-                break
-            last_loss = float(torch.stack(losses).mean()) if losses else math.nan
-            # A relative improvement, written so that the first score improves on the initial +inf.
-            improved = mse < best_mse * (1.0 - cfg.improvement_threshold)
-            if bool(improved.any()):
-                epochs_since_improved, steps_since_improved = 0, 0
-                best_mse = torch.where(improved, mse, best_mse)
-                with torch.no_grad():
-                    for name, p in member_params.items():
-                        mask = improved.reshape(-1, *([1] * (p.dim() - 1)))
-                        best_state[name] = torch.where(mask, p.detach(), best_state[name])
-            else:
-                epochs_since_improved += period_epochs
-                steps_since_improved += period_steps
-                if (
-                    steps_taken >= min_steps
-                    and epochs_since_improved >= cfg.patience
-                    and steps_since_improved >= cfg.patience_steps
-                ):
-                    break
-            period_epochs, period_steps, losses = 0, 0, []
-        if restored:
+        return FitData(
+            x_tr, y_tr, t_tr, x_ho, y_ho, t_ho, member_idx, n_hold, lambda: tensors(hold_idx if n_hold else train_idx)
+        )
+
+    def fit_schedule(self, num_train: int) -> FitSchedule:
+        """A fresh early-stopping schedule with this model's settings, for a fit on ``num_train`` training rows."""
+        cfg = self.cfg
+        return FitSchedule(
+            min_train_steps=self.min_train_steps(num_train),
+            patience=cfg.patience,
+            patience_steps=cfg.patience_steps,
+            improvement_threshold=cfg.improvement_threshold,
+            score_every_steps=cfg.score_every_steps,
+            max_epochs=cfg.max_epochs,
+            max_train_steps=cfg.max_train_steps,
+            ensemble_size=cfg.ensemble_size,
+            device=self.device,
+        )
+
+    def finish_fit(self, data: FitData, schedule: FitSchedule) -> dict[str, float]:
+        """The last part of :meth:`fit`, once the members hold their best weights: fall back to the last good model
+        where the fit was not finite, else choose the elites and keep the model as the last good one; the metrics."""
+        cfg = self.cfg
+        x_ho, y_ho, t_ho = data.x_holdout, data.y_holdout, data.t_holdout
+        if schedule.restored:
             # Non-finite loss or predictions: fall back to the weights of the last successful fit together with the
             # normalizers they were trained under, re-standardize the holdout with those, and say so.
             self._load_snapshot(self._last_good)
-            x_ho, y_ho, t_ho = tensors(hold_idx) if n_hold > 0 else tensors(train_idx)
-        else:
-            with torch.no_grad():
-                for name, p in member_params.items():
-                    p.copy_(best_state[name])
+            x_ho, y_ho, t_ho = data.restandardize()
         mse, mse_per_output, nll, bce = self._holdout_scores(x_ho, y_ho, t_ho)
-        if not restored:
+        if not schedule.restored:
             score = torch.where(torch.isfinite(mse), mse, torch.full_like(mse, math.inf))
             self.ensemble.elite_idx.copy_(torch.argsort(score)[: cfg.num_elites])
             self._last_good = self._snapshot()
@@ -488,12 +499,12 @@ class DynamicsModel:
             "model/holdout_mse": float(mse[elites].mean()),
             "model/holdout_nmse": float(nmse.mean()),
             **{f"model/holdout_nmse_{j}": float(v) for j, v in enumerate(nmse.tolist())},
-            "model/train_epochs": float(epochs),
-            "model/train_steps": float(steps_taken),
-            "model/train_loss": last_loss,
-            "model/num_train": float(n_train),
-            "model/num_holdout": float(n_hold),
-            "model/restored_after_nan": float(restored),
+            "model/train_epochs": float(schedule.epochs),
+            "model/train_steps": float(schedule.steps),
+            "model/train_loss": schedule.last_loss,
+            "model/num_train": float(data.num_train),
+            "model/num_holdout": float(data.num_holdout),
+            "model/restored_after_nan": float(schedule.restored),
         }
         if bce is not None:
             metrics["model/holdout_termination_bce"] = float(bce[elites].mean())

@@ -41,10 +41,12 @@ from mbrl.algorithms.batched_q import BatchedAdam, BatchedQNetwork, clip_grad_no
 from mbrl.algorithms.dyna import feedback as measure
 from mbrl.algorithms.dyna.config import DynaConfig
 from mbrl.buffers import ModelBuffer, RunBatchedBuffer, Transitions
-from mbrl.model_env import ModelEnv
+from mbrl.model_env import ModelEnv, RolloutResult
 from mbrl.model_error import RMSE_HORIZONS, rmse_feedback
 from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.models.run_batched import can_fit_run_batched, fit_run_batched
 from mbrl.phases import RolloutTruncator
+from mbrl.run_batched_env import RunBatchedModelEnv
 from mbrl.termination import TerminationFn, termination_fn
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
@@ -134,7 +136,16 @@ class BatchedDynaDQN:
             else DynamicsModel(self.obs_dim, self.num_actions, True, model_cfg, seed=s, device=self.device)
             for override, s in zip(overrides, self.run_seeds, strict=True)
         ]
+        #: Per run, whether its world model is learned here (not handed in), i.e. one that a batched fit may take.
+        self._learned = [override is None for override in overrides]
         self.model_envs = [ModelEnv(m, self.termination, self.obs_dim, (), np.int64) for m in self.models]
+        learned_models = [m for m, own in zip(self.models, self._learned, strict=True) if own]
+        #: With ``cfg.batched_models``, the learned models as one environment for the runs' lookahead.
+        self._batched_env = (
+            RunBatchedModelEnv(self.models, self.termination)
+            if cfg.batched_models and learned_models and can_fit_run_batched(learned_models)
+            else None
+        )
         self.rngs = [np.random.default_rng(s) for s in self.run_seeds]
         # Initialized on the CPU from each run's generator, then moved: the same initial weights on every device.
         self.q = BatchedQNetwork(b, self.obs_dim, self.num_actions, cfg.net_arch, self.run_seeds).to(self.device)
@@ -209,11 +220,33 @@ class BatchedDynaDQN:
         q = self.q(self._tensor(obs, torch.float32).unsqueeze(1))
         actions = q.argmax(dim=-1).squeeze(1).cpu().numpy()
         generators = self.rngs if rngs is None else rngs
-        for i in self._lookahead_runs():
-            if active is not None and not active[i]:
+        runs = [i for i in self._lookahead_runs() if active is None or active[i]]
+        if not runs:
+            return actions
+        trust = self.cfg.lookahead_trust
+        spread = np.full((self.num_runs, 1, self.num_actions), np.nan)
+        values = np.zeros((self.num_runs, 1, self.num_actions))
+        # With batched models a learned model's run always looks ahead through the batched path (a batch of one
+        # included), so that its arithmetic does not depend on how many other runs look ahead at the same step.
+        together = [i for i in runs if self._learned[i]] if self._batched_env is not None else []
+        if together:
+            assert self._batched_env is not None
+            out = np.full((len(together), 1, self.num_actions), np.nan)
+            values[together] = self._batched_env.lookahead_values(
+                together,
+                obs[together][:, None],
+                self._run_q_values,
+                [min(self.ks[i], self.cfg.k_cap) for i in together],
+                self.cfg.gamma,
+                [generators[i] for i in together],
+                expectation=self.cfg.lookahead_expectation,
+                disagreement_out=out if trust > 0 else None,
+            )
+            spread[together] = out
+        for i in runs:
+            if i in together:
                 continue
-            spread = np.full((1, self.num_actions), np.nan)
-            values = self.model_envs[i].lookahead_values(
+            values[i] = self.model_envs[i].lookahead_values(
                 obs[i : i + 1],
                 self.num_actions,
                 self._q_values(i),
@@ -221,16 +254,24 @@ class BatchedDynaDQN:
                 self.cfg.gamma,
                 generators[i],
                 expectation=self.cfg.lookahead_expectation,
-                disagreement_out=spread if self.cfg.lookahead_trust > 0 else None,
+                disagreement_out=spread[i] if trust > 0 else None,
             )
-            choice = int(values[0].argmax())
+        for i in runs:
+            choice = int(values[i, 0].argmax())
             reference = self.trust_reference[i]
-            trust = self.cfg.lookahead_trust
-            if trust > 0 and np.isfinite(reference) and spread[0, choice] > trust * reference:
+            if trust > 0 and np.isfinite(reference) and spread[i, 0, choice] > trust * reference:
                 self.untrusted_decisions[i] += 1
                 continue  # the model is unsure along this rollout: keep the Q-function's own choice
             actions[i] = choice
         return actions
+
+    def _run_q_values(self, runs: Sequence[int], obs: np.ndarray) -> np.ndarray:
+        """Q-values ``[R, M, num_actions]`` of the listed runs on their own rows ``obs [R, M, obs_dim]``, in one
+        batched forward pass (the other runs see zeros; a run's values do not depend on theirs)."""
+        full = np.zeros((self.num_runs, *obs.shape[1:]), np.float32)
+        full[list(runs)] = obs
+        with torch.no_grad():
+            return self.q(self._tensor(full)).cpu().numpy()[list(runs)]
 
     def _q_values(self, run: int) -> Callable[[np.ndarray], np.ndarray]:
         @torch.no_grad()
@@ -386,35 +427,77 @@ class BatchedDynaDQN:
         return self.ks[i] > 0 or self.cfg.train_model_when_k0
 
     def _fit_models(self) -> None:
-        for i, model in enumerate(self.models):
-            if not self._needs_model(i):
-                continue
+        """Refit the world model of every run that needs one on its real buffer; with ``cfg.batched_models`` the
+        learned ones together, as one network with a run axis (equal to the per-run fits to float32 rounding)."""
+        runs = [i for i in range(self.num_runs) if self._needs_model(i)]
+        together = [i for i in runs if self._learned[i]] if self.cfg.batched_models else []
+        if together and can_fit_run_batched([self.models[i] for i in together]):
+            datasets = []
+            for i in together:
+                data = self.real.run(i)
+                datasets.append((data.obs, data.action, data.reward, data.next_obs, data.terminated))
+            for i, metrics in zip(together, fit_run_batched([self.models[i] for i in together], datasets), strict=True):
+                self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
+                self.model_fitted[i] = True
+            runs = [i for i in runs if i not in together]
+        for i in runs:
             data = self.real.run(i)
-            metrics = model.fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
+            metrics = self.models[i].fit(data.obs, data.action, data.reward, data.next_obs, data.terminated)
             self._last_model_metrics[i] = {k: float(v) for k, v in metrics.items()}
             self.model_fitted[i] = True
+
+    def _rollout_starts(self, run: int) -> np.ndarray:
+        """``M`` start states of run ``run``'s imagined rollouts, drawn from its real buffer with its generator."""
+        size = self.real.size
+        starts = self.rngs[run].choice(
+            size, size=self.cfg.num_model_rollouts, replace=size < self.cfg.num_model_rollouts
+        )
+        return self.real.obs[run, starts]
 
     def _rollout_round(self) -> None:
         """``M`` imagined rollouts of ``K`` steps per model-using run into its rolling model buffer."""
         cfg = self.cfg
         eps = self.exploration_rate()
-        for i in range(self.num_runs):
-            k = min(self.ks[i], cfg.k_cap)
-            if k <= 0 or not self.model_fitted[i] or cfg.model_use == "lookahead":
+        runs = [i for i in range(self.num_runs) if self.ks[i] > 0 and self.model_fitted[i]]
+        if cfg.model_use == "lookahead":
+            runs = []
+        results: dict[int, RolloutResult] = {}
+        # With batched models the learned models' runs step together; each run's draws stay in its own stream.
+        together = [i for i in runs if self._learned[i]] if self._batched_env is not None else []
+        if together:
+            assert self._batched_env is not None
+            progress = []
+            for i in together:
+                truncator = self._truncators[i]
+                progress.append(
+                    self.model_envs[i].start_rollout(
+                        self._rollout_starts(i),
+                        min(self.ks[i], cfg.k_cap),
+                        keep_fn=None if truncator is None else truncator.keep,
+                    )
+                )
+            done = self._batched_env.rollouts(
+                together,
+                progress,
+                [self._policy(i, eps) for i in together],
+                [self.rngs[i] for i in together],
+                deterministic=cfg.deterministic_rollouts,
+            )
+            results.update(zip(together, done, strict=True))
+        for i in runs:
+            if i in results:
                 continue
-            rng = self.rngs[i]
-            size = self.real.size
-            starts = rng.choice(size, size=cfg.num_model_rollouts, replace=size < cfg.num_model_rollouts)
-            start_obs = self.real.obs[i, starts]
             truncator = self._truncators[i]
-            result = self.model_envs[i].rollout(
-                start_obs,
+            results[i] = self.model_envs[i].rollout(
+                self._rollout_starts(i),
                 self._policy(i, eps),
-                k,
-                rng,
+                min(self.ks[i], cfg.k_cap),
+                self.rngs[i],
                 keep_fn=None if truncator is None else truncator.keep,
                 deterministic=cfg.deterministic_rollouts,
             )
+        for i in runs:
+            result = results[i]
             if result.num_nonfinite:
                 self.models[i].restore_last_good()
             imagined = result.multi_step(cfg.gamma) if cfg.multi_step_targets else result.transitions

@@ -128,6 +128,14 @@ class DynaConfig:
             transitions, and the evaluation's returns are kept apart in ``BatchedDynaDQN.last_evaluation``. The
             other keys of :data:`mbrl.phases.TRAINING_DATA_KEYS` (open-loop model errors, disagreement by rollout step,
             TD error on imagined data, the training-return trend) come from training data in both modes.
+        batched_models: Fit the learned world models of all runs as one network with a run axis
+            (:func:`mbrl.models.run_batched.fit_run_batched`) and step their lookahead together
+            (:class:`mbrl.run_batched_env.RunBatchedModelEnv`), instead of one run after another: fewer, larger tensor
+            ops. Each run keeps its own data, generator, early stopping and elites; the fits equal the per-run fits to
+            float32 rounding (not always bit for bit: batched CPU kernels may round a run's slice differently, and
+            early stopping can turn that into another stopping step), so runs agree with the per-run path in
+            distribution, not run for run; hence off by default, the arithmetic of the committed results. Runs whose
+            model is handed in (a simulator) or has a learned termination head are handled on their own either way.
         device: Where the Q-networks, their optimizer and the learned world models compute: ``cpu`` (the default,
             the tested path of every committed result), ``cuda``, ``cuda:N`` or ``auto``
             (:func:`rolloutlab.device.resolve_device`). Buffers, environments and every random draw stay on the CPU.
@@ -165,6 +173,7 @@ class DynaConfig:
     lookahead_expectation: bool = False
     lookahead_trust: float = 0.0
     controller_feedback: str = "evaluation"
+    batched_models: bool = False
     device: str = "cpu"
 
     def __post_init__(self) -> None:
