@@ -273,6 +273,25 @@ def headline_summary(root: Path) -> dict[str, Any] | None:
     }
 
 
+def headline_line(summary: dict[str, Any]) -> str:
+    """One markdown sentence on :func:`headline_summary`'s result (for ``results/summary.md``)."""
+    seeds = "; ".join(
+        f"seed {r['seed']} {r['success']:.3f}" if r["status"] == "done" else f"seed {r['seed']} not run"
+        for r in summary["per_seed"]
+    )
+    ppo = summary["ppo_equal_steps_mean_success"]
+    ppo_text = (
+        ""
+        if ppo is None
+        else f"; RecurrentPPO at equal env steps {ppo:.3f} (mean of {summary['ppo_equal_steps_seeds_done']})"
+    )
+    return (
+        f"T-maze L = 100 headline (pre-registered, setting {summary['setting']['name']}, {summary['env_steps']} env "
+        f"steps, target success >= {summary['target']['success_at_least']} on every seed): {seeds}: "
+        f"{summary['verdict']}{ppo_text}.\n"
+    )
+
+
 @dataclass
 class Args:
     preregister: bool = False
@@ -313,11 +332,10 @@ def main(args: Args) -> None:
         for seed, cfg in configs.items():
             path = unit_path(root, "agent", seed)
             if load_json(path) is None:
-                run = run_agent(cfg, Path(args.runs_root) / f"seed{seed}")
-                save_json(path, {"setting": plan["picked"], **run})
-            run = load_json(path)
-            assert run is not None
-            print(f"seed {seed}: success {run['eval']['mean']:.3f} at {run['env_steps']} env steps", flush=True)
+                save_json(path, {"setting": plan["picked"], **run_agent(cfg, Path(args.runs_root) / f"seed{seed}")})
+            done = load_json(path)
+            assert done is not None
+            print(f"seed {seed}: success {done['eval']['mean']:.3f} at {done['env_steps']} env steps", flush=True)
         if not args.skip_ppo:
             from meta.incontext.baseline import RecurrentPPOConfig
 
