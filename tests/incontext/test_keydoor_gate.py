@@ -14,7 +14,14 @@ import torch
 from script_modules import REPO, load_script
 
 import meta.incontext.agent as agent_module
-from experiments.incontext.matched_protocol import AMAGO_KEYDOOR, agent_config, amago_config, amago_keydoor_config
+from experiments.incontext.matched_protocol import (
+    AMAGO_KEYDOOR,
+    KEYDOOR_SHORT,
+    agent_config,
+    amago_config,
+    amago_keydoor_config,
+    compressed_schedules,
+)
 from meta.incontext.agent import Batch, InContextAgent
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.references import keydoor_references
@@ -115,6 +122,27 @@ def test_amago_keydoor_setting_has_amagos_run_details() -> None:
     assert cfg.agent.context_len == 101 and cfg.batch_size == 20
 
 
+def test_compressed_schedules_fit_warmup_and_ema_to_a_short_run_and_leave_a_long_one() -> None:
+    old = amago_keydoor_config("keydoor_5x5", 0, 9_600, None)
+    assert old.agent.lr_warmup_updates == 500  # of the 800 updates the 9,600-step gate planned
+    short = compressed_schedules(old, 0.05)
+    assert short.agent.lr_warmup_updates == 40  # 5 % of 800
+    assert math.isclose(short.agent.ema_decay, 1 - 1 / 40)
+    assert dataclasses.replace(short, agent=old.agent) == old  # nothing else changes
+    long = amago_keydoor_config("keydoor", 0, 12_000_000, None)
+    assert compressed_schedules(long, 0.05) == long  # AMAGO's own scale: 500 updates of warm-up, decay 0.999
+    no_ema = dataclasses.replace(old, agent=dataclasses.replace(old.agent, ema_decay=0.0))
+    assert compressed_schedules(no_ema, 0.05).agent.ema_decay == 0.0
+
+
+def test_short_keydoor_setting_updates_more_per_step_on_smaller_batches() -> None:
+    cfg = agent_config("amago_keydoor_short", "keydoor_5x5", 0, 32_000, None)
+    base = amago_keydoor_config("keydoor_5x5", 0, 32_000, None)
+    assert cfg.updates_per_step == KEYDOOR_SHORT["updates_per_step"] == 3 * base.updates_per_step
+    assert cfg.batch_size == 8 and base.batch_size == 20
+    assert cfg.agent.lr_warmup_updates == 400 and cfg.agent.reward_scale == 100.0 and cfg.n_envs == 12
+
+
 # --- the gate script --------------------------------------------------------------------------------------------
 
 
@@ -161,7 +189,7 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         and not result["settings"]["a_20"]["passed"]
     )
     table = script.gate_table(result)
-    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | yes |" in table
+    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | yes |" in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
@@ -185,6 +213,9 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     unit = json.loads(path.read_text())
     assert [row["env_steps"] for row in unit["learning_curve"]] == [200, 400] and unit["updates"] == 33
     assert unit["config"]["agent"]["reward_scale"] == 100.0 and unit["config"]["keydoor_trial_steps"] == 100
+    # The critic is checked at the unit's end, on the run's own replay, for every discount.
+    assert set(unit["value_check"]["per_discount"]) == {"0.9", "0.99", "0.999"}
+    assert unit["value_check"]["updates"] == 33
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
     assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
@@ -201,6 +232,17 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
         "amago_keydoor_400",
         "amago_keydoor_200",
     }
+    # A variant: one knob changed, its own unit and row, the override recorded.
+    variant = dataclasses.replace(args, variant="tau02", agent_override=["tau=0.02"], train_override=["n_envs=3"])
+    script.main(variant)
+    unit = json.loads((tmp_path / "units" / "keydoor_5x5__amago_keydoor+tau02__400steps__seed0.json").read_text())
+    assert unit["config"]["agent"]["tau"] == 0.02 and unit["config"]["n_envs"] == 3
+    assert unit["overrides"] == {"train": {"n_envs": 3}, "agent": {"tau": 0.02}}
+    result = json.loads((tmp_path / "gate.json").read_text())
+    assert result["settings"]["amago_keydoor+tau02_400"]["overrides"]["agent"] == {"tau": 0.02}
+    assert "amago_keydoor_400" in result["settings"]
+    with pytest.raises(SystemExit, match="name the variant"):
+        script.main(dataclasses.replace(args, agent_override=["tau=0.02"]))
     with pytest.raises(SystemExit, match="unknown setting"):
         script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
     with pytest.raises(SystemExit, match="unknown gate task"):
