@@ -92,6 +92,20 @@ def multi_gamma_targets(
     return rewards[..., None] + gammas * (1.0 - dones[..., None]) * next_values
 
 
+#: Floor of the advantages' scale in :func:`normalize_advantages` (env reward units): smaller differences are noise.
+ADVANTAGE_FLOOR = 1e-3
+
+
+def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``advantages`` ``(B, T, G, A)`` divided by their root mean square per discount over the unpadded steps and the
+    actions (``mask`` ``(B, T)``), floored at :data:`ADVANTAGE_FLOOR`; the scale is a constant (no gradient)."""
+    weights = mask[..., None, None]
+    mean_square = (advantages.detach() ** 2 * weights).sum(dim=(0, 1, 3)) / (
+        weights.sum() * advantages.shape[-1]
+    ).clamp_min(1.0)
+    return advantages / mean_square.sqrt().clamp_min(ADVANTAGE_FLOOR)[:, None]
+
+
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp_min(1.0)
 
@@ -227,6 +241,8 @@ class InContextAgent(nn.Module):
         log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
         pi = log_pi.exp()
         advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)
+        if cfg.advantage_norm:
+            advantages = normalize_advantages(advantages, mask)
         entropy = -(pi * log_pi).sum(-1)  # (B, T, G)
         actor_loss = _masked_mean(-((pi * advantages).sum(-1) + cfg.entropy_coef * entropy).mean(-1), mask)
 

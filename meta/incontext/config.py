@@ -49,6 +49,10 @@ class AgentConfig:
             in the shared sequence model does not change; AMAGO gets the same from PopArt), and the RL^2 inputs and
             every reported return keep the env's own rewards. Size the critic's bins for the scaled returns
             (:func:`~meta.incontext.tasks.critic_bins` takes the scale).
+        advantage_norm: Divide the actor's advantages by their root mean square per discount over the batch (floored
+            at 1e-3 env reward units), as RecurrentPPO normalizes its advantages per batch and AMAGO's actor reads Q
+            through PopArt: on a sparse task the Q differences between actions of a near-random policy are far below
+            ``entropy_coef``, and unnormalized they cannot move the policy off uniform. Off: env reward units.
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
             0.0 = no copy (evaluate the online weights). The decay ramps up from 0.1 over the first updates
@@ -80,6 +84,7 @@ class AgentConfig:
     grad_clip: float = 1.0
     tau: float = 0.005
     reward_scale: float = 1.0
+    advantage_norm: bool = False
     ema_decay: float = 0.0
 
 
