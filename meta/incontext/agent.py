@@ -16,7 +16,14 @@ from torch import nn
 
 from meta.incontext.config import AgentConfig
 from meta.incontext.sequence import make_traj_encoder
-from meta.incontext.value_scale import bin_log_probs, expected_value, symlog, twohot
+from meta.incontext.value_scale import (
+    bin_log_probs,
+    expected_value,
+    expected_value_real,
+    symlog,
+    twohot,
+    twohot_real,
+)
 
 
 class EnsembleHead(nn.Module):
@@ -175,7 +182,19 @@ class InContextAgent(nn.Module):
         """Q-values ``(..., K, G, A)`` from sequence outputs ``(..., d)`` (``K`` = len(members)), in the critics' units:
         the env's rewards times ``config.reward_scale``."""
         head = self.critics if critics is None else critics
-        return expected_value(self._critic_logits(head(features, members)), self.bins)
+        return self.read_values(self._critic_logits(head(features, members)))
+
+    def read_values(self, logits: torch.Tensor) -> torch.Tensor:
+        """Values ``(...)`` of critic bin logits ``(..., N)`` under ``config.value_mean``."""
+        if self.config.value_mean == "real":
+            return expected_value_real(logits, self.bins)
+        return expected_value(logits, self.bins)
+
+    def encode_targets(self, targets: torch.Tensor) -> torch.Tensor:
+        """Two-hot bin distributions ``(..., N)`` of value targets ``(...)`` under ``config.value_mean``."""
+        if self.config.value_mean == "real":
+            return twohot_real(targets, self.bins)
+        return twohot(symlog(targets), self.bins)
 
     def init_state(self, batch: int) -> Any:
         """A fresh encoder state for ``batch`` rollouts (a :class:`~meta.incontext.sequence.KVCache` by default)."""
@@ -226,7 +245,7 @@ class InContextAgent(nn.Module):
             # AMAGO's reward multiplier: the critics learn values of scaled rewards (the inputs keep the env's).
             rewards = batch.rewards * cfg.reward_scale
             targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
-            target_probs = twohot(symlog(targets), self.bins)  # (B, T, G, N)
+            target_probs = self.encode_targets(targets)  # (B, T, G, N)
         cross_entropy = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G)
         critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)
 
@@ -237,7 +256,7 @@ class InContextAgent(nn.Module):
         # its actor loss with PopArt, so its reward multiplier never reaches the actor). Left in, a scale of 100 made
         # the entropy bonus 100x weaker beside the advantages and the actor term 100x stronger beside the critic's
         # (scale-free) cross-entropy in the shared sequence model's gradient.
-        q_copy = expected_value(online.detach(), self.bins).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
+        q_copy = self.read_values(online.detach()).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
         log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
         pi = log_pi.exp()
         advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)

@@ -49,6 +49,10 @@ class AgentConfig:
             in the shared sequence model does not change; AMAGO gets the same from PopArt), and the RL^2 inputs and
             every reported return keep the env's own rewards. Size the critic's bins for the scaled returns
             (:func:`~meta.incontext.tasks.critic_bins` takes the scale).
+        value_mean: How a critic's bin distribution maps to a value: ``symlog`` (the two-hot target split in symlog
+            units, the value ``symexp`` of the mean bin: a geometric-like mean that reads a sparse, mostly-zero target
+            far below its mean) or ``real`` (DreamerV3: split and averaged over the bins' real values, so the value is
+            the target distribution's mean; :mod:`~meta.incontext.value_scale`).
         advantage_norm: Divide the actor's advantages by their root mean square per discount over the batch (floored
             at 1e-3 env reward units), as RecurrentPPO normalizes its advantages per batch and AMAGO's actor reads Q
             through PopArt: on a sparse task the Q differences between actions of a near-random policy are far below
@@ -84,6 +88,7 @@ class AgentConfig:
     grad_clip: float = 1.0
     tau: float = 0.005
     reward_scale: float = 1.0
+    value_mean: Literal["symlog", "real"] = "symlog"
     advantage_norm: bool = False
     ema_decay: float = 0.0
 

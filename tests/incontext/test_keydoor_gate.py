@@ -294,3 +294,38 @@ def test_advantage_norm_changes_the_actor_term_only() -> None:
     )
     # The untrained critics' Q differences are tiny in env units; normalized, they push the policy far harder.
     assert grads[1] > 10 * grads[0] > 0
+
+
+# --- the critic's read-out of sparse targets ---------------------------------------------------------------------
+
+
+def _critic_trained_to(agent: InContextAgent, targets: torch.Tensor) -> torch.Tensor:
+    """The read-out of the bin distribution that minimizes the two-hot cross-entropy to ``targets`` (their average
+    encoding, the optimum of a critic that cannot tell the samples apart)."""
+    probs = agent.encode_targets(targets).mean(0)
+    return agent.read_values(probs.clamp_min(1e-12).log())
+
+
+def test_real_value_mean_reads_a_sparse_targets_mean_and_the_symlog_one_does_not() -> None:
+    # A key-door step under the x100 reward scale: 100 with probability 0.02, else 0.
+    targets = torch.zeros(50)
+    targets[0] = 100.0
+    low, high = critic_bins("keydoor", [0.999], reward_scale=100.0, keydoor_trial_steps=100)
+    cfg = AgentConfig(d_model=8, head_hidden=8, context_len=8, n_bins=15, bin_low=low, bin_range=high)
+    real = InContextAgent(3, 4, dataclasses.replace(cfg, value_mean="real"))
+    symlog_mean = InContextAgent(3, 4, cfg)
+    torch.testing.assert_close(_critic_trained_to(real, targets), torch.tensor(2.0))
+    # symexp of the mean symlog: symexp(0.02 * log(101)) = 0.097, a twentieth of the mean.
+    assert float(_critic_trained_to(symlog_mean, targets)) < 0.1
+    # A sure target reads back exactly either way.
+    for agent in (real, symlog_mean):
+        torch.testing.assert_close(_critic_trained_to(agent, torch.full((4,), 37.0)), torch.tensor(37.0))
+
+
+def test_saved_configs_without_value_mean_read_as_the_symlog_mean() -> None:
+    from meta.incontext.config import with_saved_defaults
+    from rolloutlab.config import from_dict, to_dict
+
+    saved = to_dict(amago_keydoor_config("keydoor_5x5", 0, 16_000, None))
+    del saved["agent"]["value_mean"]
+    assert from_dict(TrainConfig, with_saved_defaults(saved)).agent.value_mean == "symlog"
