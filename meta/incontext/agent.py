@@ -151,13 +151,17 @@ class InContextAgent(nn.Module):
             nn.Linear(d, config.head_hidden), nn.LeakyReLU(), nn.Linear(config.head_hidden, self.n_gammas * n_actions)
         )
         self.critics = EnsembleHead(config.n_critics, d, config.head_hidden, self.n_gammas * n_actions * config.n_bins)
-        # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
-        self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
         self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
         low = -config.bin_range if config.bin_low is None else config.bin_low
         if not low < config.bin_range:
             raise ValueError(f"need bin_low < bin_range, got {low} and {config.bin_range}")
         self.register_buffer("bins", torch.linspace(low, config.bin_range, config.n_bins))
+        if config.critic_init == "lowest":
+            with torch.no_grad():
+                start = -2.0 * (self.bins - self.bins[0])  # (N,) logits of the starting bin distribution
+                self.critics.b2.copy_(start.repeat(self.n_gammas * n_actions).expand_as(self.critics.b2))
+        # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
+        self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
 
     @property
     def device(self) -> torch.device:

@@ -53,6 +53,11 @@ class AgentConfig:
             units, the value ``symexp`` of the mean bin: a geometric-like mean that reads a sparse, mostly-zero target
             far below its mean) or ``real`` (DreamerV3: split and averaged over the bins' real values, so the value is
             the target distribution's mean; :mod:`~meta.incontext.value_scale`).
+        critic_init: The critics' bin distribution before training: ``uniform`` (a small last layer) or ``lowest``
+            (``p_i`` proportional to ``exp(-2 (b_i - b_0))`` over the symlog bin centres ``b_i``, so the critics start
+            near the lowest value). With ``value_mean="real"`` and bins from 0 up, a uniform start reads as the bins'
+            real mean (about 20 env reward units on the 5x5 key-door at the x100 scale, against returns below 1),
+            which bootstrapping at gamma 0.999 takes thousands of updates to unwind.
         advantage_norm: Divide the actor's advantages by their root mean square per discount over the batch (floored
             at 1e-3 env reward units), as RecurrentPPO normalizes its advantages per batch and AMAGO's actor reads Q
             through PopArt: on a sparse task the Q differences between actions of a near-random policy are far below
@@ -89,6 +94,7 @@ class AgentConfig:
     tau: float = 0.005
     reward_scale: float = 1.0
     value_mean: Literal["symlog", "real"] = "symlog"
+    critic_init: Literal["uniform", "lowest"] = "uniform"
     advantage_norm: bool = False
     ema_decay: float = 0.0
 

@@ -329,3 +329,20 @@ def test_saved_configs_without_value_mean_read_as_the_symlog_mean() -> None:
     saved = to_dict(amago_keydoor_config("keydoor_5x5", 0, 16_000, None))
     del saved["agent"]["value_mean"]
     assert from_dict(TrainConfig, with_saved_defaults(saved)).agent.value_mean == "symlog"
+
+
+def test_lowest_critic_init_starts_the_real_mean_near_zero_instead_of_the_bins_mean() -> None:
+    low, high = critic_bins("keydoor", [0.9, 0.99, 0.999], reward_scale=100.0, keydoor_trial_steps=100)
+    cfg = AgentConfig(
+        d_model=8, head_hidden=8, context_len=8, n_bins=15, bin_low=low, bin_range=high, reward_scale=100.0,
+        value_mean="real",
+    )  # fmt: skip
+    features = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    uniform = InContextAgent(3, 4, cfg).q_values(features) / 100.0
+    torch.manual_seed(0)
+    lowest = InContextAgent(3, 4, dataclasses.replace(cfg, critic_init="lowest"))
+    start = lowest.q_values(features) / 100.0
+    assert float(uniform.min()) > 10.0  # the bins' real mean: 20 env units against key-door returns below 1
+    assert float(start.max()) < 0.02
+    torch.testing.assert_close(lowest.target_critics.b2, lowest.critics.b2)  # the targets start there too
