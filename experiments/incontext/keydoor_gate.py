@@ -192,6 +192,8 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
             "critic_correlation": None
             if critic is None
             else {g: v["correlation"] for g, v in critic["per_discount"].items()},
+            # Mean Q of the replayed actions over the mean Monte-Carlo return, per discount (in the config's order).
+            "critic_size_ratio": None if critic is None else [v["size_ratio"] for v in critic["per_discount"].values()],
             "policy_mean_max_prob": None if critic is None else critic["policy_mean_max_prob"],
         }
     for entry in settings.values():
@@ -225,13 +227,17 @@ def _correlations(per_discount: dict[str, float | None] | None) -> str:
     return " / ".join("—" if v is None else f"{v:.2f}" for v in per_discount.values())
 
 
+def _ratios(ratios: list[float] | None) -> str:
+    return "—" if not ratios else " / ".join(f"{v:.2f}" for v in ratios)
+
+
 def gate_table(result: dict[str, Any]) -> str:
     """The markdown table of :func:`collect`'s result: one row per setting and seed, then the references and verdict."""
     lines = [
         "| setting | seed | greedy (± s.e.) | sampled | fraction of the oracle "
         "| greedy along the run (env steps: score) | env steps | updates | training s | critic corr. per discount "
-        "| passed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| critic Q / MC return per discount | passed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["settings"].values():
         setting = entry["setting"]
@@ -242,6 +248,7 @@ def gate_table(result: dict[str, Any]) -> str:
                 f"| `{setting}` | {seed} | {row['greedy']:.2f} ± {row['greedy_stderr']:.2f} | {row['sampled']:.2f} | "
                 f"{row['fraction_of_oracle']:.3f} | {curve} | {row['env_steps']:,}{capped} | {row['updates']:,} | "
                 f"{row['train_seconds']:.0f} | {_correlations(row.get('critic_correlation'))} | "
+                f"{_ratios(row.get('critic_size_ratio'))} | "
                 f"{'yes' if row['passed'] else 'no'} |"
             )
     refs = ", ".join(f"{name} {value:.2f}" for name, value in result["references"].items())

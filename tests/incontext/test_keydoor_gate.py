@@ -189,7 +189,7 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         and not result["settings"]["a_20"]["passed"]
     )
     table = script.gate_table(result)
-    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | yes |" in table
+    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | yes |" in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
@@ -241,6 +241,8 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     result = json.loads((tmp_path / "gate.json").read_text())
     assert result["settings"]["amago_keydoor+tau02_400"]["overrides"]["agent"] == {"tau": 0.02}
     assert "amago_keydoor_400" in result["settings"]
+    row = result["settings"]["amago_keydoor+tau02_400"]["seeds"]["0"]
+    assert len(row["critic_size_ratio"]) == 3 and set(row["critic_correlation"]) == {"0.9", "0.99", "0.999"}
     with pytest.raises(SystemExit, match="name the variant"):
         script.main(dataclasses.replace(args, agent_override=["tau=0.02"]))
     with pytest.raises(SystemExit, match="unknown setting"):
