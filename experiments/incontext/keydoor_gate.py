@@ -202,10 +202,12 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
         entry["seeds_run"] = len(entry["seeds"])
         entry["mean_greedy"] = float(np.mean([s["greedy"] for s in seeds]))
         entry["passed"] = entry["seeds_passed"] >= args.required_seeds
-    complete = [e for e in settings.values() if e["seeds_run"] >= args.required_seeds]
+        # The rule asks every one of the required seeds to pass: one failed seed settles a setting as a miss.
+        failed = entry["seeds_run"] > entry["seeds_passed"]
+        entry["decided"] = entry["passed"] or failed or entry["seeds_run"] >= args.required_seeds
     if any(e["passed"] for e in settings.values()):
         verdict = "pass"
-    elif complete and len(complete) == len(settings):
+    elif settings and all(e["decided"] for e in settings.values()):
         verdict = "fail"
     else:
         verdict = "incomplete"

@@ -180,6 +180,10 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
     a = result["settings"]["a_20"]
     assert a["setting"] == "a" and a["env_step_budget"] == 20 and a["seeds_passed"] == 2 and a["seeds"]["0"]["passed"]
     assert a["seeds"]["0"]["learning_curve"][0] == {"env_steps": 10, "eval_return": 7.5}
+    # One failed seed settles a setting under "3 of 3", however few of its seeds have run.
+    write("c", 0, 9.0)
+    result = script.collect(args, refs)
+    assert result["verdict"] == "fail" and result["settings"]["c_20"]["decided"]
     for seed in range(3):
         write("b", seed, 12.0)
     result = script.collect(args, refs)
