@@ -22,6 +22,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tyro
@@ -68,9 +69,9 @@ class Args:
     """Where the result goes."""
 
 
-def parse_overrides(items: list[str]) -> dict[str, object]:
+def parse_overrides(items: list[str]) -> dict[str, Any]:
     """``["a=1", "b=per_actor"]`` → ``{"a": 1, "b": "per_actor"}`` (values read as YAML scalars)."""
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -13,6 +13,11 @@ verdict: a setting at a budget passes when its greedy score exceeds ``--fraction
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/incontext/keydoor_gate.py --settings amago_keydoor --seeds 0 1 2
 
+``--variant NAME`` with ``--train-override FIELD=VALUE`` / ``--agent-override FIELD=VALUE`` (YAML values, as in
+``gate.py``) tries one setting with single knobs changed; its units are named ``<setting>+<NAME>`` and record the
+overrides, so every setting tried stays in ``--out``, passed or not. Every unit also checks the critic at its end:
+its Q-values of replayed actions against the Monte-Carlo returns that followed them (``value_check.value_check``).
+
 Seeds can run in parallel as separate processes (``--seeds 0``, ``--seeds 1``, ...): each writes its own unit and
 rewrites ``--out`` from the units present when it ends; ``--collect-only`` rewrites it without running anything.
 """
@@ -31,6 +36,7 @@ import numpy as np
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.gate import parse_overrides
 from experiments.incontext.matched_protocol import (
     GATE_TASKS,
     SETTINGS,
@@ -39,6 +45,8 @@ from experiments.incontext.matched_protocol import (
     run_agent,
     task_fields,
 )
+from experiments.incontext.value_check import value_check
+from meta.incontext.trainer import InContextTrainer
 from rolloutlab.checkpoint import atomic_write_json
 from rolloutlab.statistics import mean_with_stderr
 from rolloutlab.threads import set_torch_threads
@@ -75,6 +83,19 @@ class Args:
     markdown table beside it, ``.md``)."""
     collect_only: bool = False
     """Run no unit: only rewrite ``--out`` and its table from the units already in ``--unit-dir``."""
+    variant: str = ""
+    """Name of the overridden variant (units are named ``<setting>+<variant>``); needed with any override."""
+    train_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the setting's TrainConfig (YAML values), e.g. ``updates_per_step=0.5``."""
+    agent_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the setting's AgentConfig (YAML values), e.g. ``tau=0.02``."""
+    value_trials: int = 32
+    """Replayed trials of each unit's closing value check."""
+
+
+def unit_label(setting: str, variant: str) -> str:
+    """A unit's setting label: the setting's name, ``+<variant>`` when knobs are overridden."""
+    return f"{setting}+{variant}" if variant else setting
 
 
 def unit_path(unit_dir: Path, task: str, setting: str, env_steps: int, seed: int) -> Path:
@@ -102,18 +123,32 @@ def references(args: Args) -> dict[str, Any]:
     return out
 
 
-def run_unit(args: Args, setting: str, seed: int) -> dict[str, Any]:
-    """Train and score one setting on one seed (resuming from its checkpoint); the unit's JSON content."""
+def unit_config(args: Args, setting: str, seed: int) -> Any:
+    """The TrainConfig of one unit: the setting at the unit's budget, with the variant's overrides."""
     cfg = agent_config(setting, args.task, seed, args.env_steps, args.max_minutes, args.eval_tasks)
-    cfg = dataclasses.replace(cfg, eval_every_steps=max(args.env_steps // args.curve_points, 1))
-    run_dir = Path(args.runs_root) / f"{args.task}_{setting}_{args.env_steps}_seed{seed}"
+    agent = dataclasses.replace(cfg.agent, **parse_overrides(args.agent_override))
+    cfg = dataclasses.replace(cfg, agent=agent, **parse_overrides(args.train_override))
+    return dataclasses.replace(cfg, eval_every_steps=max(args.env_steps // args.curve_points, 1))
+
+
+def run_unit(args: Args, setting: str, seed: int) -> dict[str, Any]:
+    """Train and score one setting on one seed (resuming from its checkpoint), then check its critic against
+    Monte-Carlo returns on its own replay; the unit's JSON content."""
+    cfg = unit_config(args, setting, seed)
+    label = unit_label(setting, args.variant)
+    run_dir = Path(args.runs_root) / f"{args.task}_{label}_{args.env_steps}_seed{seed}"
     start = time.perf_counter()
     result = run_agent(cfg, run_dir)
     result.pop("returns")
+    trainer = InContextTrainer(cfg, run_dir, resume=True)  # the finished run, from its last checkpoint
+    critic = value_check(trainer, args.value_trials, np.random.default_rng(seed))
     return {
         "task": args.task,
-        "setting": setting,
+        "setting": label,
+        "base_setting": setting,
+        "overrides": {"train": parse_overrides(args.train_override), "agent": parse_overrides(args.agent_override)},
         "seed": seed,
+        "value_check": critic,
         "greedy": result["eval"],
         "sampled": result["eval_sampled"],
         "online": result.get("eval_online"),
@@ -138,8 +173,10 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
         unit = json.loads(path.read_text())
         budget = int(unit["config"]["total_env_steps"])
         entry = settings.setdefault(
-            f"{unit['setting']}_{budget}", {"setting": unit["setting"], "env_step_budget": budget, "seeds": {}}
+            f"{unit['setting']}_{budget}",
+            {"setting": unit["setting"], "overrides": unit.get("overrides"), "env_step_budget": budget, "seeds": {}},
         )
+        critic = unit.get("value_check")
         entry["seeds"][str(unit["seed"])] = {
             "greedy": unit["greedy"]["mean"],
             "greedy_stderr": unit["greedy"]["stderr"],
@@ -151,6 +188,13 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
             "updates": unit["updates"],
             "train_seconds": unit["train_seconds"],
             "stopped_by_time_cap": unit["stopped_by_time_cap"],
+            # The critic at the unit's end: correlation of Q(replayed action) with the Monte-Carlo return, per discount.
+            "critic_correlation": None
+            if critic is None
+            else {g: v["correlation"] for g, v in critic["per_discount"].items()},
+            # Mean Q of the replayed actions over the mean Monte-Carlo return, per discount (in the config's order).
+            "critic_size_ratio": None if critic is None else [v["size_ratio"] for v in critic["per_discount"].values()],
+            "policy_mean_max_prob": None if critic is None else critic["policy_mean_max_prob"],
         }
     for entry in settings.values():
         seeds = entry["seeds"].values()
@@ -158,10 +202,12 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
         entry["seeds_run"] = len(entry["seeds"])
         entry["mean_greedy"] = float(np.mean([s["greedy"] for s in seeds]))
         entry["passed"] = entry["seeds_passed"] >= args.required_seeds
-    complete = [e for e in settings.values() if e["seeds_run"] >= args.required_seeds]
+        # The rule asks every one of the required seeds to pass: one failed seed settles a setting as a miss.
+        failed = entry["seeds_run"] > entry["seeds_passed"]
+        entry["decided"] = entry["passed"] or failed or entry["seeds_run"] >= args.required_seeds
     if any(e["passed"] for e in settings.values()):
         verdict = "pass"
-    elif complete and len(complete) == len(settings):
+    elif settings and all(e["decided"] for e in settings.values()):
         verdict = "fail"
     else:
         verdict = "incomplete"
@@ -177,12 +223,23 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _correlations(per_discount: dict[str, float | None] | None) -> str:
+    if not per_discount:
+        return "—"
+    return " / ".join("—" if v is None else f"{v:.2f}" for v in per_discount.values())
+
+
+def _ratios(ratios: list[float] | None) -> str:
+    return "—" if not ratios else " / ".join(f"{v:.2f}" for v in ratios)
+
+
 def gate_table(result: dict[str, Any]) -> str:
     """The markdown table of :func:`collect`'s result: one row per setting and seed, then the references and verdict."""
     lines = [
         "| setting | seed | greedy (± s.e.) | sampled | fraction of the oracle "
-        "| greedy along the run (env steps: score) | env steps | updates | training s | passed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| greedy along the run (env steps: score) | env steps | updates | training s | critic corr. per discount "
+        "| critic Q / MC return per discount | passed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["settings"].values():
         setting = entry["setting"]
@@ -192,7 +249,9 @@ def gate_table(result: dict[str, Any]) -> str:
             lines.append(
                 f"| `{setting}` | {seed} | {row['greedy']:.2f} ± {row['greedy_stderr']:.2f} | {row['sampled']:.2f} | "
                 f"{row['fraction_of_oracle']:.3f} | {curve} | {row['env_steps']:,}{capped} | {row['updates']:,} | "
-                f"{row['train_seconds']:.0f} | {'yes' if row['passed'] else 'no'} |"
+                f"{row['train_seconds']:.0f} | {_correlations(row.get('critic_correlation'))} | "
+                f"{_ratios(row.get('critic_size_ratio'))} | "
+                f"{'yes' if row['passed'] else 'no'} |"
             )
     refs = ", ".join(f"{name} {value:.2f}" for name, value in result["references"].items())
     lines += [
@@ -214,9 +273,11 @@ def main(args: Args) -> None:
     unit_dir.mkdir(parents=True, exist_ok=True)
     refs = references(args)
     print(f"references on {args.task}: " + ", ".join(f"{k} {v['mean']:.2f}" for k, v in refs["references"].items()))
+    if (args.train_override or args.agent_override) and not args.variant:
+        raise SystemExit("--train-override / --agent-override change the setting; name the variant with --variant")
     for setting in [] if args.collect_only else args.settings:
         for seed in args.seeds:
-            path = unit_path(unit_dir, args.task, setting, args.env_steps, seed)
+            path = unit_path(unit_dir, args.task, unit_label(setting, args.variant), args.env_steps, seed)
             if path.exists():
                 print(f"{path.name}: done, skipped", flush=True)
                 continue

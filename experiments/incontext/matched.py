@@ -32,8 +32,10 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 
 Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
 ``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
-``"status": "incomplete"``), ``results/summary.md`` (its table) and ``results/summary.png`` (each seed's learning curve
-against the target, the references and RecurrentPPO). The logic is :mod:`experiments.incontext.matched_protocol`'s.
+``"status": "incomplete"``; ``tmaze_headline``: the pre-registered T-maze headline on fresh seeds of
+``experiments/incontext/tmaze_headline.py``, per seed and its verdict), ``results/summary.md`` (its table) and
+``results/summary.png`` (each seed's learning curve against the target, the references and RecurrentPPO). The logic
+is :mod:`experiments.incontext.matched_protocol`'s.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from experiments.incontext.matched_protocol import (
     summarize,
     summary_table,
 )
+from experiments.incontext.tmaze_headline import HEADLINE_DIR, headline_line, headline_summary
 from meta.incontext.baseline import recurrent_ppo_grid
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
@@ -96,6 +99,9 @@ class Args:
     """Checkpoint folders of the agent runs (a killed run resumes from here)."""
     out: str = str(RESULTS)
     """Where summary.json and summary.md go."""
+    tmaze_headline_dir: str = str(HEADLINE_DIR)
+    """The pre-registered T-maze headline's folder (experiments/incontext/tmaze_headline.py): its summary goes into
+    summary.json under ``tmaze_headline`` when it has a plan."""
 
 
 def run_task(name: str, args: Args, root: Path) -> None:
@@ -208,10 +214,13 @@ def main(args: Args) -> None:
         for name in args.tasks:
             run_task(name, args, root)
     summary = summarize(root, args.seeds)
+    headline = headline_summary(Path(args.tmaze_headline_dir))
+    if headline is not None:
+        summary["tmaze_headline"] = headline
     summary["args"] = dataclasses.asdict(args)
     out = Path(args.out)
     atomic_write_json(out / "summary.json", summary)
-    table = summary_table(summary)
+    table = summary_table(summary) + ("" if headline is None else "\n" + headline_line(headline))
     atomic_write_text(out / "summary.md", table)
     plot(summary, out / "summary.png")
     print(table)

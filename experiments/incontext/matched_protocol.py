@@ -187,11 +187,49 @@ def amago_keydoor_config(
     )  # fmt: skip
 
 
+#: The short key-door gate's run shape (:func:`amago_keydoor_short_config`): updates per env step, trials per batch,
+#: and the share of the planned updates that the learning-rate warm-up and the EMA copy's averaging span.
+KEYDOOR_SHORT = {"updates_per_step": 0.25, "batch_trials": 8, "schedule_fraction": 0.05}
+
+
+def compressed_schedules(cfg: TrainConfig, fraction: float) -> TrainConfig:
+    """``cfg`` with its update-counted schedules fitted to its own budget of planned updates
+    (``total_env_steps * updates_per_step``).
+
+    * The learning-rate warm-up lasts at most ``fraction`` of the planned updates (AMAGO's 500 updates are 0.05 % of
+      its ~1M; in a gate of 800 updates they were 62 %, so most of the run trained below the peak rate).
+    * The EMA copy averages over about ``fraction`` of the planned updates: its decay is at most
+      ``1 - 1 / (fraction * planned)`` (0.999 averages over ~1,000 updates, longer than a short run's learning).
+
+    The exploration anneal is in env steps and already planned over the budget by the settings.
+    """
+    planned = max(int(cfg.total_env_steps * cfg.updates_per_step), 1)
+    span = max(fraction * planned, 1.0)
+    agent = cfg.agent
+    warmup = min(agent.lr_warmup_updates, int(span))
+    ema = min(agent.ema_decay, 1.0 - 1.0 / span) if agent.ema_decay > 0 and span > 1 else agent.ema_decay
+    return dataclasses.replace(cfg, agent=dataclasses.replace(agent, lr_warmup_updates=warmup, ema_decay=ema))
+
+
+def amago_keydoor_short_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """:func:`amago_keydoor_config` shaped for a gate of a few minutes (:data:`KEYDOOR_SHORT`): three times the
+    updates per env step on batches of 8 trials (each update about a third of the cost of 20), and the warm-up and
+    the EMA copy fitted to the run (:func:`compressed_schedules`)."""
+    cfg = amago_keydoor_config(name, seed, total_env_steps, max_minutes, eval_tasks)
+    cfg = dataclasses.replace(
+        cfg, updates_per_step=KEYDOOR_SHORT["updates_per_step"], batch_size=int(KEYDOOR_SHORT["batch_trials"])
+    )
+    return compressed_schedules(cfg, KEYDOOR_SHORT["schedule_fraction"])
+
+
 #: The agent settings of the benchmark, by name (``experiments/incontext/matched.py --setting``).
 SETTINGS: dict[str, Callable[..., TrainConfig]] = {
     "amago": amago_config,
     "whole_trial": whole_trial_config,
     "amago_keydoor": amago_keydoor_config,
+    "amago_keydoor_short": amago_keydoor_short_config,
 }
 
 

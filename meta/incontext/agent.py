@@ -16,7 +16,14 @@ from torch import nn
 
 from meta.incontext.config import AgentConfig
 from meta.incontext.sequence import make_traj_encoder
-from meta.incontext.value_scale import bin_log_probs, expected_value, symlog, twohot
+from meta.incontext.value_scale import (
+    bin_log_probs,
+    expected_value,
+    expected_value_real,
+    symlog,
+    twohot,
+    twohot_real,
+)
 
 
 class EnsembleHead(nn.Module):
@@ -92,6 +99,20 @@ def multi_gamma_targets(
     return rewards[..., None] + gammas * (1.0 - dones[..., None]) * next_values
 
 
+#: Floor of the advantages' scale in :func:`normalize_advantages` (env reward units): smaller differences are noise.
+ADVANTAGE_FLOOR = 1e-3
+
+
+def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``advantages`` ``(B, T, G, A)`` divided by their root mean square per discount over the unpadded steps and the
+    actions (``mask`` ``(B, T)``), floored at :data:`ADVANTAGE_FLOOR`; the scale is a constant (no gradient)."""
+    weights = mask[..., None, None]
+    mean_square = (advantages.detach() ** 2 * weights).sum(dim=(0, 1, 3)) / (
+        weights.sum() * advantages.shape[-1]
+    ).clamp_min(1.0)
+    return advantages / mean_square.sqrt().clamp_min(ADVANTAGE_FLOOR)[:, None]
+
+
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp_min(1.0)
 
@@ -130,13 +151,17 @@ class InContextAgent(nn.Module):
             nn.Linear(d, config.head_hidden), nn.LeakyReLU(), nn.Linear(config.head_hidden, self.n_gammas * n_actions)
         )
         self.critics = EnsembleHead(config.n_critics, d, config.head_hidden, self.n_gammas * n_actions * config.n_bins)
-        # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
-        self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
         self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
         low = -config.bin_range if config.bin_low is None else config.bin_low
         if not low < config.bin_range:
             raise ValueError(f"need bin_low < bin_range, got {low} and {config.bin_range}")
         self.register_buffer("bins", torch.linspace(low, config.bin_range, config.n_bins))
+        if config.critic_init == "lowest":
+            with torch.no_grad():
+                start = -2.0 * (self.bins - self.bins[0])  # (N,) logits of the starting bin distribution
+                self.critics.b2.copy_(start.repeat(self.n_gammas * n_actions).expand_as(self.critics.b2))
+        # Polyak-averaged copy of the critic heads only; the sequence model has no target copy (AMAGO, Sec. 4.2).
+        self.target_critics = copy.deepcopy(self.critics).requires_grad_(False)
 
     @property
     def device(self) -> torch.device:
@@ -161,7 +186,19 @@ class InContextAgent(nn.Module):
         """Q-values ``(..., K, G, A)`` from sequence outputs ``(..., d)`` (``K`` = len(members)), in the critics' units:
         the env's rewards times ``config.reward_scale``."""
         head = self.critics if critics is None else critics
-        return expected_value(self._critic_logits(head(features, members)), self.bins)
+        return self.read_values(self._critic_logits(head(features, members)))
+
+    def read_values(self, logits: torch.Tensor) -> torch.Tensor:
+        """Values ``(...)`` of critic bin logits ``(..., N)`` under ``config.value_mean``."""
+        if self.config.value_mean == "real":
+            return expected_value_real(logits, self.bins)
+        return expected_value(logits, self.bins)
+
+    def encode_targets(self, targets: torch.Tensor) -> torch.Tensor:
+        """Two-hot bin distributions ``(..., N)`` of value targets ``(...)`` under ``config.value_mean``."""
+        if self.config.value_mean == "real":
+            return twohot_real(targets, self.bins)
+        return twohot(symlog(targets), self.bins)
 
     def init_state(self, batch: int) -> Any:
         """A fresh encoder state for ``batch`` rollouts (a :class:`~meta.incontext.sequence.KVCache` by default)."""
@@ -212,7 +249,7 @@ class InContextAgent(nn.Module):
             # AMAGO's reward multiplier: the critics learn values of scaled rewards (the inputs keep the env's).
             rewards = batch.rewards * cfg.reward_scale
             targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
-            target_probs = twohot(symlog(targets), self.bins)  # (B, T, G, N)
+            target_probs = self.encode_targets(targets)  # (B, T, G, N)
         cross_entropy = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G)
         critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)
 
@@ -223,10 +260,12 @@ class InContextAgent(nn.Module):
         # its actor loss with PopArt, so its reward multiplier never reaches the actor). Left in, a scale of 100 made
         # the entropy bonus 100x weaker beside the advantages and the actor term 100x stronger beside the critic's
         # (scale-free) cross-entropy in the shared sequence model's gradient.
-        q_copy = expected_value(online.detach(), self.bins).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
+        q_copy = self.read_values(online.detach()).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
         log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
         pi = log_pi.exp()
         advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)
+        if cfg.advantage_norm:
+            advantages = normalize_advantages(advantages, mask)
         entropy = -(pi * log_pi).sum(-1)  # (B, T, G)
         actor_loss = _masked_mean(-((pi * advantages).sum(-1) + cfg.entropy_coef * entropy).mean(-1), mask)
 

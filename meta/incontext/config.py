@@ -49,6 +49,19 @@ class AgentConfig:
             in the shared sequence model does not change; AMAGO gets the same from PopArt), and the RL^2 inputs and
             every reported return keep the env's own rewards. Size the critic's bins for the scaled returns
             (:func:`~meta.incontext.tasks.critic_bins` takes the scale).
+        value_mean: How a critic's bin distribution maps to a value: ``symlog`` (the two-hot target split in symlog
+            units, the value ``symexp`` of the mean bin: a geometric-like mean that reads a sparse, mostly-zero target
+            far below its mean) or ``real`` (DreamerV3: split and averaged over the bins' real values, so the value is
+            the target distribution's mean; :mod:`~meta.incontext.value_scale`).
+        critic_init: The critics' bin distribution before training: ``uniform`` (a small last layer) or ``lowest``
+            (``p_i`` proportional to ``exp(-2 (b_i - b_0))`` over the symlog bin centres ``b_i``, so the critics start
+            near the lowest value). With ``value_mean="real"`` and bins from 0 up, a uniform start reads as the bins'
+            real mean (about 20 env reward units on the 5x5 key-door at the x100 scale, against returns below 1),
+            which bootstrapping at gamma 0.999 takes thousands of updates to unwind.
+        advantage_norm: Divide the actor's advantages by their root mean square per discount over the batch (floored
+            at 1e-3 env reward units), as RecurrentPPO normalizes its advantages per batch and AMAGO's actor reads Q
+            through PopArt: on a sparse task the Q differences between actions of a near-random policy are far below
+            ``entropy_coef``, and unnormalized they cannot move the policy off uniform. Off: env reward units.
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
             0.0 = no copy (evaluate the online weights). The decay ramps up from 0.1 over the first updates
@@ -80,6 +93,9 @@ class AgentConfig:
     grad_clip: float = 1.0
     tau: float = 0.005
     reward_scale: float = 1.0
+    value_mean: Literal["symlog", "real"] = "symlog"
+    critic_init: Literal["uniform", "lowest"] = "uniform"
+    advantage_norm: bool = False
     ema_decay: float = 0.0
 
 

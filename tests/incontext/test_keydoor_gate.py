@@ -14,7 +14,14 @@ import torch
 from script_modules import REPO, load_script
 
 import meta.incontext.agent as agent_module
-from experiments.incontext.matched_protocol import AMAGO_KEYDOOR, agent_config, amago_config, amago_keydoor_config
+from experiments.incontext.matched_protocol import (
+    AMAGO_KEYDOOR,
+    KEYDOOR_SHORT,
+    agent_config,
+    amago_config,
+    amago_keydoor_config,
+    compressed_schedules,
+)
 from meta.incontext.agent import Batch, InContextAgent
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.references import keydoor_references
@@ -115,6 +122,27 @@ def test_amago_keydoor_setting_has_amagos_run_details() -> None:
     assert cfg.agent.context_len == 101 and cfg.batch_size == 20
 
 
+def test_compressed_schedules_fit_warmup_and_ema_to_a_short_run_and_leave_a_long_one() -> None:
+    old = amago_keydoor_config("keydoor_5x5", 0, 9_600, None)
+    assert old.agent.lr_warmup_updates == 500  # of the 800 updates the 9,600-step gate planned
+    short = compressed_schedules(old, 0.05)
+    assert short.agent.lr_warmup_updates == 40  # 5 % of 800
+    assert math.isclose(short.agent.ema_decay, 1 - 1 / 40)
+    assert dataclasses.replace(short, agent=old.agent) == old  # nothing else changes
+    long = amago_keydoor_config("keydoor", 0, 12_000_000, None)
+    assert compressed_schedules(long, 0.05) == long  # AMAGO's own scale: 500 updates of warm-up, decay 0.999
+    no_ema = dataclasses.replace(old, agent=dataclasses.replace(old.agent, ema_decay=0.0))
+    assert compressed_schedules(no_ema, 0.05).agent.ema_decay == 0.0
+
+
+def test_short_keydoor_setting_updates_more_per_step_on_smaller_batches() -> None:
+    cfg = agent_config("amago_keydoor_short", "keydoor_5x5", 0, 32_000, None)
+    base = amago_keydoor_config("keydoor_5x5", 0, 32_000, None)
+    assert cfg.updates_per_step == KEYDOOR_SHORT["updates_per_step"] == 3 * base.updates_per_step
+    assert cfg.batch_size == 8 and base.batch_size == 20
+    assert cfg.agent.lr_warmup_updates == 400 and cfg.agent.reward_scale == 100.0 and cfg.n_envs == 12
+
+
 # --- the gate script --------------------------------------------------------------------------------------------
 
 
@@ -152,6 +180,10 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
     a = result["settings"]["a_20"]
     assert a["setting"] == "a" and a["env_step_budget"] == 20 and a["seeds_passed"] == 2 and a["seeds"]["0"]["passed"]
     assert a["seeds"]["0"]["learning_curve"][0] == {"env_steps": 10, "eval_return": 7.5}
+    # One failed seed settles a setting under "3 of 3", however few of its seeds have run.
+    write("c", 0, 9.0)
+    result = script.collect(args, refs)
+    assert result["verdict"] == "fail" and result["settings"]["c_20"]["decided"]
     for seed in range(3):
         write("b", seed, 12.0)
     result = script.collect(args, refs)
@@ -161,7 +193,7 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         and not result["settings"]["a_20"]["passed"]
     )
     table = script.gate_table(result)
-    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | yes |" in table
+    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | yes |" in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
@@ -185,6 +217,9 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     unit = json.loads(path.read_text())
     assert [row["env_steps"] for row in unit["learning_curve"]] == [200, 400] and unit["updates"] == 33
     assert unit["config"]["agent"]["reward_scale"] == 100.0 and unit["config"]["keydoor_trial_steps"] == 100
+    # The critic is checked at the unit's end, on the run's own replay, for every discount.
+    assert set(unit["value_check"]["per_discount"]) == {"0.9", "0.99", "0.999"}
+    assert unit["value_check"]["updates"] == 33
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
     assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
@@ -201,7 +236,119 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
         "amago_keydoor_400",
         "amago_keydoor_200",
     }
+    # A variant: one knob changed, its own unit and row, the override recorded.
+    variant = dataclasses.replace(args, variant="tau02", agent_override=["tau=0.02"], train_override=["n_envs=3"])
+    script.main(variant)
+    unit = json.loads((tmp_path / "units" / "keydoor_5x5__amago_keydoor+tau02__400steps__seed0.json").read_text())
+    assert unit["config"]["agent"]["tau"] == 0.02 and unit["config"]["n_envs"] == 3
+    assert unit["overrides"] == {"train": {"n_envs": 3}, "agent": {"tau": 0.02}}
+    result = json.loads((tmp_path / "gate.json").read_text())
+    assert result["settings"]["amago_keydoor+tau02_400"]["overrides"]["agent"] == {"tau": 0.02}
+    assert "amago_keydoor_400" in result["settings"]
+    row = result["settings"]["amago_keydoor+tau02_400"]["seeds"]["0"]
+    assert len(row["critic_size_ratio"]) == 3 and set(row["critic_correlation"]) == {"0.9", "0.99", "0.999"}
+    with pytest.raises(SystemExit, match="name the variant"):
+        script.main(dataclasses.replace(args, agent_override=["tau=0.02"]))
     with pytest.raises(SystemExit, match="unknown setting"):
         script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
     with pytest.raises(SystemExit, match="unknown gate task"):
         script.main(script.Args(task="keydoor", unit_dir=str(tmp_path / "u2")))
+
+
+# --- normalized advantages ----------------------------------------------------------------------------------------
+
+
+def test_normalized_advantages_have_unit_scale_per_discount_and_ignore_padding() -> None:
+    from meta.incontext.agent import ADVANTAGE_FLOOR, normalize_advantages
+
+    g = torch.Generator().manual_seed(0)
+    adv = torch.randn(3, 5, 2, 4, generator=g) * torch.tensor([0.01, 2.0])[:, None]
+    mask = torch.ones(3, 5)
+    mask[:, -1] = 0.0
+    adv[:, -1] = 1e6  # padding: must not enter the scale
+    out = normalize_advantages(adv, mask)
+    rms = (out[:, :-1] ** 2).mean(dim=(0, 1, 3)).sqrt()
+    torch.testing.assert_close(rms, torch.ones(2))
+    # Differences below the floor stay below one: noise of a critic that has learned nothing is not blown up.
+    tiny = torch.full((1, 2, 1, 4), ADVANTAGE_FLOOR / 10)
+    torch.testing.assert_close(normalize_advantages(tiny, torch.ones(1, 2)), tiny / ADVANTAGE_FLOOR)
+
+
+def test_advantage_norm_changes_the_actor_term_only() -> None:
+    g = torch.Generator().manual_seed(0)
+    batch = Batch(
+        obs=torch.randn(2, 6, 3, generator=g),
+        actions=torch.randint(0, 4, (2, 5), generator=g),
+        rewards=(torch.rand(2, 5, generator=g) > 0.8).float(),
+        dones=torch.zeros(2, 5),
+        mask=torch.ones(2, 5),
+        start=torch.zeros(2, dtype=torch.long),
+    )
+    infos, grads = [], []
+    for norm in (False, True):
+        torch.manual_seed(0)
+        cfg = AgentConfig(d_model=8, head_hidden=8, context_len=8, advantage_norm=norm, bc_coef=0.0, entropy_coef=0.0)
+        agent = InContextAgent(3, 4, cfg)
+        loss, info = agent.loss(batch, torch.Generator().manual_seed(0))
+        loss.backward()
+        infos.append(info)
+        # The actor head gets gradient from the actor term alone here (no BC, no entropy bonus).
+        grads.append(float(torch.cat([p.grad.flatten() for p in agent.actor.parameters()]).norm()))
+    plain, normed = infos
+    assert (
+        plain["train/critic_loss"] == normed["train/critic_loss"] and plain["train/bc_kept"] == normed["train/bc_kept"]
+    )
+    # The untrained critics' Q differences are tiny in env units; normalized, they push the policy far harder.
+    assert grads[1] > 10 * grads[0] > 0
+
+
+# --- the critic's read-out of sparse targets ---------------------------------------------------------------------
+
+
+def _critic_trained_to(agent: InContextAgent, targets: torch.Tensor) -> torch.Tensor:
+    """The read-out of the bin distribution that minimizes the two-hot cross-entropy to ``targets`` (their average
+    encoding, the optimum of a critic that cannot tell the samples apart)."""
+    probs = agent.encode_targets(targets).mean(0)
+    return agent.read_values(probs.clamp_min(1e-12).log())
+
+
+def test_real_value_mean_reads_a_sparse_targets_mean_and_the_symlog_one_does_not() -> None:
+    # A key-door step under the x100 reward scale: 100 with probability 0.02, else 0.
+    targets = torch.zeros(50)
+    targets[0] = 100.0
+    low, high = critic_bins("keydoor", [0.999], reward_scale=100.0, keydoor_trial_steps=100)
+    cfg = AgentConfig(d_model=8, head_hidden=8, context_len=8, n_bins=15, bin_low=low, bin_range=high)
+    real = InContextAgent(3, 4, dataclasses.replace(cfg, value_mean="real"))
+    symlog_mean = InContextAgent(3, 4, cfg)
+    torch.testing.assert_close(_critic_trained_to(real, targets), torch.tensor(2.0))
+    # symexp of the mean symlog: symexp(0.02 * log(101)) = 0.097, a twentieth of the mean.
+    assert float(_critic_trained_to(symlog_mean, targets)) < 0.1
+    # A sure target reads back exactly either way.
+    for agent in (real, symlog_mean):
+        torch.testing.assert_close(_critic_trained_to(agent, torch.full((4,), 37.0)), torch.tensor(37.0))
+
+
+def test_saved_configs_without_value_mean_read_as_the_symlog_mean() -> None:
+    from meta.incontext.config import with_saved_defaults
+    from rolloutlab.config import from_dict, to_dict
+
+    saved = to_dict(amago_keydoor_config("keydoor_5x5", 0, 16_000, None))
+    del saved["agent"]["value_mean"]
+    assert from_dict(TrainConfig, with_saved_defaults(saved)).agent.value_mean == "symlog"
+
+
+def test_lowest_critic_init_starts_the_real_mean_near_zero_instead_of_the_bins_mean() -> None:
+    low, high = critic_bins("keydoor", [0.9, 0.99, 0.999], reward_scale=100.0, keydoor_trial_steps=100)
+    cfg = AgentConfig(
+        d_model=8, head_hidden=8, context_len=8, n_bins=15, bin_low=low, bin_range=high, reward_scale=100.0,
+        value_mean="real",
+    )  # fmt: skip
+    features = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    uniform = InContextAgent(3, 4, cfg).q_values(features).detach() / 100.0
+    torch.manual_seed(0)
+    lowest = InContextAgent(3, 4, dataclasses.replace(cfg, critic_init="lowest"))
+    start = lowest.q_values(features).detach() / 100.0
+    assert float(uniform.min()) > 10.0  # the bins' real mean: 20 env units against key-door returns below 1
+    assert float(start.max()) < 0.02
+    torch.testing.assert_close(lowest.target_critics.b2, lowest.critics.b2)  # the targets start there too

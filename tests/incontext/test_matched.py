@@ -280,6 +280,7 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     args = script.Args(
         tasks=["bandit_2x100"], seeds=[0], budget_scale=0.005, eval_tasks=20, skip_ppo=True,
         partial_dir=str(tmp_path / "partial"), runs_root=str(tmp_path / "runs"), out=str(tmp_path),
+        tmaze_headline_dir=str(tmp_path / "no_headline"),
     )  # fmt: skip
     script.main(args)
     agent_file = partial_path(tmp_path / "partial", "bandit_2x100", "agent", 0)
@@ -307,6 +308,32 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     with pytest.raises(SystemExit, match="other settings"):
         script.main(dataclasses.replace(args, setting="whole_trial"))
     assert agent_file.stat().st_mtime_ns == stamp
+
+
+def test_benchmark_summary_carries_the_pre_registered_tmaze_headline(tmp_path: Path) -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "matched.py")
+    headline = tmp_path / "headline"
+    headline.mkdir()
+    plan = {
+        "task": "tmaze_100",
+        "picked": {"name": "whole_trial", "setting": "whole_trial", "train_override": {}},
+        "env_steps": 300_000,
+        "seeds": [100, 101],
+        "target": {"success_at_least": 0.95, "on": "every seed"},
+    }
+    (headline / "preregistration.json").write_text(json.dumps(plan))
+    run = {"eval": {"mean": 1.0}, "eval_sampled": {"mean": 1.0}, "env_steps": 60_600, "train_seconds": 1.0,
+           "history": [{"env_steps": 60_600, "eval_return": 1.0}]}  # fmt: skip
+    (headline / "agent_seed100.json").write_text(json.dumps(run))
+    args = script.Args(
+        summarize_only=True, seeds=[0], partial_dir=str(tmp_path / "partial"), out=str(tmp_path),
+        tmaze_headline_dir=str(headline),
+    )  # fmt: skip
+    script.main(args)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["tmaze_headline"]["verdict"] == "incomplete"
+    assert summary["tmaze_headline"]["per_seed"][0]["success"] == 1.0
+    assert "seed 100 1.000; seed 101 not run: incomplete" in (tmp_path / "summary.md").read_text()
 
 
 def test_whole_trial_setting_is_the_gate_run_it_names() -> None:
