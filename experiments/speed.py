@@ -138,9 +138,8 @@ def interleaved(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dic
     }
 
 
-def pendulum_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
-    """``n`` Pendulum-v1 transitions under uniformly random actions."""
-    env = gym.make("Pendulum-v1")
+def random_transitions(env: gym.Env, n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` transitions of ``env`` under uniformly random actions (obs, action, reward, next obs, terminated)."""
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     rows = []
@@ -151,6 +150,11 @@ def pendulum_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
         obs = nxt if not (terminated or truncated) else env.reset()[0]
     o, a, r, nx, t = (np.array(x) for x in zip(*rows, strict=True))
     return o, a, r.astype(np.float64), nx, t.astype(bool)
+
+
+def pendulum_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    """``n`` Pendulum-v1 transitions under uniformly random actions."""
+    return random_transitions(gym.make("Pendulum-v1"), n, seed)
 
 
 def cheetah_like_data(n: int, seed: int) -> tuple[np.ndarray, ...]:
@@ -170,16 +174,7 @@ def halfcheetah_data(n: int, seed: int) -> tuple[tuple[np.ndarray, ...], str]:
         env = gym.make("HalfCheetah-v5")
     except (gym.error.Error, ImportError):
         return cheetah_like_data(n, seed), "cheetah_like_data (MuJoCo not installed)"
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    rows = []
-    for _ in range(n):
-        action = env.action_space.sample()
-        nxt, reward, terminated, truncated, _ = env.step(action)
-        rows.append((obs, action, reward, nxt, terminated))
-        obs = nxt if not (terminated or truncated) else env.reset()[0]
-    o, a, r, nx, t = (np.array(x) for x in zip(*rows, strict=True))
-    return (o, a, r.astype(np.float64), nx, t.astype(bool)), "HalfCheetah-v5, uniformly random actions"
+    return random_transitions(env, n, seed), "HalfCheetah-v5, uniformly random actions"
 
 
 def unseen_nmse(model: DynamicsModel, data: tuple[np.ndarray, ...]) -> float:
