@@ -116,8 +116,9 @@ class ArmSettings:
         batch_size: SAC batch size in every arm.
         net_arch: SAC hidden widths in every arm.
         mbpo: :class:`~mbrl.algorithms.mbpo.MBPOConfig` fields to override for the MBPO arms (plain data; a
-            ``"model"`` mapping overrides single :class:`~mbrl.models.ModelConfig` fields). Empty: the library's
-            defaults. The controller comes from the arm name, never from here.
+            ``"model"`` / ``"sac"`` mapping overrides single :class:`~mbrl.models.ModelConfig` / ``SACConfig``
+            fields, the shared SAC settings above excepted). Empty: the library's defaults. The controller comes
+            from the arm name, never from here.
         stop_at: End a run at its first evaluation whose mean return reaches this (steps-to-threshold mode); ``None``
             runs the whole budget. Runs are seeded, so a stopped run's evaluations are the first ones of the full
             run and its steps to threshold are the same; only the cost of running past the threshold is saved.
@@ -170,6 +171,7 @@ def mbpo_config(settings: ArmSettings, arm: str, seed: int) -> MBPOConfig:
         SACConfig,
         {
             **to_dict(defaults.sac),
+            **extra.pop("sac", {}),
             "learning_rate": settings.learning_rate,
             "batch_size": settings.batch_size,
             "net_arch": list(settings.net_arch),

@@ -38,6 +38,7 @@ _GATE_ADDED_SETTINGS: dict[str, Any] = {
     "model_use": "dyna",
     "lookahead_expectation": False,
     "lookahead_trust": 0.0,
+    "batched_models": False,
 }
 
 
@@ -98,6 +99,9 @@ class GateSettings:
     """lookahead steps with the elites' average prediction instead of one random elite's mean"""
     lookahead_trust: float = 0.0
     """0, or keep the Q-function's choice where the chosen rollout's disagreement exceeds this times the usual one"""
+    batched_models: bool = False
+    """fit and query the runs' world models as one network with a run axis (equal to the per-run models to float32
+    rounding, faster)"""
 
 
 def parse_gate_arm(arm: str) -> tuple[str, bool, bool]:
@@ -149,6 +153,7 @@ def gate_learner_config(settings: GateSettings) -> DynaConfig:
         deterministic_rollouts=settings.deterministic_rollouts,
         lookahead_expectation=settings.lookahead_expectation,
         lookahead_trust=settings.lookahead_trust,
+        batched_models=settings.batched_models,
         model=model,
     )
 

@@ -104,6 +104,12 @@ class Args:
     """MBPO env steps between model refits, also its epoch length (default: MBPOConfig's)"""
     model_max_train_steps: int | None = None
     """cap on model gradient steps per refit (default: ModelConfig's, no cap)"""
+    model_min_train_epochs: float | None = None
+    """MBPO's data-scaled fit floor in epochs (default: ModelConfig's, off: the fixed min_train_steps floor)"""
+    model_fused_optimizer: bool = False
+    """MBPO's world model fitted with fused Adam (equal to the default to float32 rounding, faster)"""
+    sac_backend: str = "sb3"
+    """MBPO's SAC update backend: sb3, fused or sbx (the sbx extra)"""
     tag: str = ""
     """suffix for the output file names"""
     checkpoint_every: int = 0
@@ -151,8 +157,17 @@ def settings_from_args(args: Args, threshold: float | None = None) -> ArmSetting
         mbpo["model_retain_epochs"] = args.model_retain_epochs
     if args.model_train_freq is not None:
         mbpo["model_train_freq"] = mbpo["epoch_length"] = args.model_train_freq
+    model: dict[str, Any] = {}
     if args.model_max_train_steps is not None:
-        mbpo["model"] = {"max_train_steps": args.model_max_train_steps}
+        model["max_train_steps"] = args.model_max_train_steps
+    if args.model_min_train_epochs is not None:
+        model["min_train_epochs"] = args.model_min_train_epochs
+    if args.model_fused_optimizer:
+        model["fused_optimizer"] = True
+    if model:
+        mbpo["model"] = model
+    if args.sac_backend != "sb3":
+        mbpo["sac"] = {"backend": args.sac_backend}
     return ArmSettings(
         env_id=args.env_id,
         budget=args.budget,

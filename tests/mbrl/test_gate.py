@@ -224,3 +224,12 @@ def test_the_committed_8k_gate_is_what_its_saved_slices_give() -> None:
     assert all(s["protocol"] == gate_protocol(settings) for s in slices)
     again = gate_summary(slices, gate_arms(settings), settings.seed, reps=2_000)
     assert json.dumps(again) == json.dumps({k: summary[k] for k in again})
+
+
+def test_batched_models_reach_the_learner_and_keep_older_slices_reusable() -> None:
+    from experiments.mbrl.gate_protocol import gate_protocol
+
+    assert gate_learner_config(GateSettings(batched_models=True)).batched_models
+    assert not gate_learner_config(GateSettings()).batched_models
+    assert "batched_models" not in gate_protocol(GateSettings())
+    assert gate_protocol(GateSettings(batched_models=True))["batched_models"] is True

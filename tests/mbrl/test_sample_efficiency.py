@@ -371,6 +371,14 @@ def test_script_settings_follow_the_protocol() -> None:
         "python experiments/mbrl/sample_efficiency.py --env-id HalfCheetah-v5 --budget 30000 --seeds 0,1,2 "
         "--arms mbpo:fixed:1,sac_same_utd --final-only"
     )
+    fast = script.settings_from_args(
+        script.Args(sac_backend="sbx", model_fused_optimizer=True, model_min_train_epochs=20.0)
+    )
+    assert fast.mbpo == {"model": {"fused_optimizer": True, "min_train_epochs": 20.0}, "sac": {"backend": "sbx"}}
+    cfg = mbpo_config(fast, "mbpo:fixed:1", 0)
+    assert cfg.sac.backend == "sbx" and cfg.model.fused_optimizer and cfg.model.min_train_epochs == 20.0
+    # The shared SAC settings still come from the protocol, not from the backend override.
+    assert cfg.sac.learning_rate == fast.learning_rate and cfg.sac.net_arch == fast.net_arch
     with pytest.raises(SystemExit):
         script.settings_from_args(script.Args(initial_random_steps=250))
     with pytest.raises(SystemExit):
