@@ -88,6 +88,20 @@ checkpoint_every: 100
 sac: {batch_size: 64, net_arch: [64, 64]}
 model: {ensemble_size: 3, num_elites: 2, hidden_size: 64, num_layers: 2, max_epochs: 5}
 EOF
+cat > "$OUT/mbpo_fast.yaml" <<'EOF'
+initial_random_steps: 100
+epoch_length: 100
+model_train_freq: 100
+rollout_batch_size: 1000
+updates_per_step: 2
+eval_every: 100
+eval_episodes: 1
+log_every: 100
+checkpoint_every: 100
+sac: {batch_size: 64, net_arch: [64, 64], backend: fused}
+model: {ensemble_size: 3, num_elites: 2, hidden_size: 64, num_layers: 2, max_epochs: 5, fused_optimizer: true,
+        min_train_epochs: 2.0}
+EOF
 cat > "$OUT/dyna.yaml" <<'EOF'
 phase_length: 100
 learning_starts: 50
@@ -141,6 +155,33 @@ run "MBPO checkpoint back on the CPU" rl mbrl train --resume "$MBPO_RUN" --devic
 run "Dyna-DQN (CartPole-v1)" rl mbrl train --algo dyna --env CartPole-v1 --steps 200 --controller fixed:2 \
     --config "$OUT/dyna.yaml" --device "$DEVICE" --out "$OUT/dyna"
 ran_on "$(only_dir "$OUT/dyna")/checkpoint.pt" dyna
+
+run "MBPO, fused SAC and fused model fits with the data-scaled floor" rl mbrl train --algo mbpo --env Pendulum-v1 \
+    --steps 200 --config "$OUT/mbpo_fast.yaml" --device "$DEVICE" --out "$OUT/mbpo_fast"
+ran_on "$(only_dir "$OUT/mbpo_fast")/checkpoint.pt"
+
+run "Dyna-DQN, 3 runs with one run-axis world model" "$PY" - "$DEVICE" <<'EOF'
+import sys
+
+import gymnasium as gym
+import numpy as np
+
+from mbrl.algorithms.dyna import BatchedDynaDQN, DynaConfig
+from mbrl.models import ModelConfig
+
+device = sys.argv[1]
+model = ModelConfig(ensemble_size=3, num_elites=2, hidden_size=32, num_layers=2, max_epochs=5)
+cfg = DynaConfig.for_env(
+    "CartPole-v1", budget=200, phase_length=100, learning_starts=50, buffer_size=1000, net_arch=[64, 64],
+    num_model_rollouts=50, model_train_freq=50, rollout_freq=50, batched_models=True, device=device, model=model,
+)
+learner = BatchedDynaDQN([lambda: gym.make("CartPole-v1")] * 3, cfg, seed=0)
+for k in (0, 2):
+    feedback = learner.run_phase([k] * 3)
+returns = learner.evaluate(1)
+assert np.isfinite(returns).all() and len(feedback) == 3, (returns, feedback)
+print(f"   batched world models on {device}: greedy returns {returns.tolist()}")
+EOF
 
 run "PETS (rolloutlab/PointMass-v0)" rl mbrl train --algo pets --env rolloutlab/PointMass-v0 --steps 90 \
     --controller fixed:8 --config "$OUT/pets.yaml" --device "$DEVICE" --out "$OUT/pets"
