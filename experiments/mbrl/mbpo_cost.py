@@ -44,6 +44,10 @@ BASELINE = "a4f6780ea25c19e252217be87600c7e1a7c28302"
 ARMS = ("baseline", "default", "fast")
 #: The fast arm's options over MBPOConfig's defaults.
 FAST = {"sac": {"backend": "sbx"}, "model": {"fused_optimizer": True, "min_train_epochs": 20.0}}
+#: jax.monitoring's events for the seconds JAX spends tracing, lowering and compiling a computation (once per shape).
+XLA_COMPILE_EVENTS = frozenset(
+    f"/jax/core/compile/{stage}_duration" for stage in ("jaxpr_trace", "jaxpr_to_mlir_module", "backend_compile")
+)
 #: Target: the fast arm's CPU seconds per 1k env steps at most this share of the baseline's.
 TARGET_RATIO = 0.6
 
@@ -103,6 +107,15 @@ def run_unit(arm: str, seed: int, steps: int) -> dict[str, Any]:
         run.sac.train = charged("sac_updates", run.sac.train)
         run.model.fit = charged("model_fits", run.model.fit)
         run.model_env.rollout = charged("rollouts", run.model_env.rollout)
+        compile_s = [0.0]
+        if arm == "fast":
+            import jax.monitoring
+
+            def on_duration(event: str, duration: float, **_: Any) -> None:
+                if event in XLA_COMPILE_EVENTS:
+                    compile_s[0] += duration
+
+            jax.monitoring.register_event_duration_secs_listener(on_duration)
         cpu, wall = time.process_time(), time.perf_counter()
         run.learn()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -118,6 +131,9 @@ def run_unit(arm: str, seed: int, steps: int) -> dict[str, Any]:
         "parts_cpu_s_per_1k_env_steps": {name: v[0] * per_1k for name, v in parts.items()},
         "parts_wall_s_per_1k_env_steps": {name: v[1] * per_1k for name, v in parts.items()},
         "other_cpu_s_per_1k_env_steps": (cpu - sum(v[0] for v in parts.values())) * per_1k,
+        # JAX traces and XLA compiles each new shape once (one thread: seconds of CPU); a long run amortizes them.
+        "xla_compile_s": compile_s[0],
+        "cpu_s_per_1k_env_steps_without_compile": (cpu - compile_s[0]) * per_1k,
         "model_fits": int(run.model_fits),
         "options": FAST if arm == "fast" else {},
         "code": BASELINE if arm == "baseline" else "working tree",
