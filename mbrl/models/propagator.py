@@ -67,6 +67,7 @@ class MemberPropagator:
         out_weight, out_bias = gather([ens.output])[0]
         self._max_logvar = ens.max_logvar.detach().float().to(self.device)
         self._min_logvar = ens.min_logvar.detach().float().to(self.device)
+        self._half = torch.tensor(0.5, device=self.device)
         self._term = None if model.termination is None else gather(model.termination.layers)  # type: ignore[arg-type]
 
         def stats(normalizer: Normalizer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,10 +106,13 @@ class MemberPropagator:
         mean, raw_logvar = torch.baddbmm(self._out_bias, h, self._out_weight).chunk(2, dim=-1)
         if not spread:
             return mean, None
-        # The same soft clamp as GaussianEnsemble.forward, in standardized units, then scaled to the environment's.
-        logvar = self._max_logvar - F.softplus(self._max_logvar - raw_logvar)
-        logvar = self._min_logvar + F.softplus(logvar - self._min_logvar)
-        return mean, self._out_std * torch.exp(0.5 * logvar)
+        # The same soft clamp as GaussianEnsemble.forward, in standardized units, then scaled to the environment's;
+        # written into one fresh buffer (the same operations, without an allocation or a wrapped scalar per step).
+        logvar = F.softplus(torch.sub(self._max_logvar, raw_logvar))
+        torch.sub(self._max_logvar, logvar, out=logvar)
+        logvar = F.softplus(logvar.sub_(self._min_logvar))
+        std = torch.add(self._min_logvar, logvar, out=logvar).mul_(self._half).exp_()
+        return mean, std.mul_(self._out_std)
 
     def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor | None:
         """Each slot's learned termination probability ``[S, N]`` (``None`` for a model without the head)."""

@@ -178,11 +178,12 @@ class TrajectoryEvaluator:
         # (one call each instead of one per step: the per-step cost is then the model's alone). Every value is the
         # one a step-by-step evaluation computes: the element-wise operations do not depend on the batch's shape.
         state = obs.expand(p, c, obs.shape[0])
-        states, model_rewards, probs, dones = [state], [], [], []
+        actions = sequences.transpose(0, 1).unsqueeze(1).expand(h, p, c, act_dim)  # [H, P, C, act_dim], no copy
+        states, model_rewards, dones = [state], [], []
         can_end = self.termination_fn is not never
         ended: torch.Tensor | None = None
         for t in range(h):
-            action = sequences[:, t].expand(p, c, act_dim)
+            action = actions[t]
             step_noise = None if noise is None else noise[t]
             if self.propagation == "tsinf":
                 next_obs, reward = prop.step(state, action, step_noise)
@@ -200,11 +201,11 @@ class TrajectoryEvaluator:
                     if bool(ended.all()):
                         break
             state = next_obs
-        return self._mean_returns(sequences, states, model_rewards, dones)
+        return self._mean_returns(actions, states, model_rewards, dones)
 
     def _mean_returns(
         self,
-        sequences: torch.Tensor,
+        actions: torch.Tensor,
         states: list[torch.Tensor],
         model_rewards: list[torch.Tensor],
         dones: list[torch.Tensor],
@@ -212,19 +213,22 @@ class TrajectoryEvaluator:
         """Each candidate's mean return ``[C]`` over its particles from a simulated trajectory.
 
         Args:
-            sequences: ``[C, H, act_dim]`` the candidates.
+            actions: ``[H, P, C, act_dim]`` the candidates' actions, step-major.
             states: ``T + 1`` states ``[P, C, obs_dim]`` (the start, then one per simulated step, ``T <= H``).
             model_rewards: ``T`` model rewards ``[P, C]`` (used without a known reward function).
             dones: ``T`` termination flags ``[P, C]``, or none where nothing can end.
         """
         steps = len(states) - 1
-        p, c = states[0].shape[:2]
-        prev, nxt = torch.stack(states[:-1]), torch.stack(states[1:])  # [T, P, C, obs_dim]
+        trajectory = torch.stack(states)  # [T + 1, P, C, obs_dim]
+        prev, nxt = trajectory[:-1], trajectory[1:]
         if self.reward_fn is not None:
-            actions = sequences[:, :steps].transpose(0, 1).unsqueeze(1).expand(steps, p, c, sequences.shape[2])
-            reward = self._known(self.reward_fn, prev, actions, nxt).float()
+            reward = self._known(self.reward_fn, prev, actions[:steps], nxt).float()
         else:
             reward = torch.stack(model_rewards)
+        # Two sums tell whether every value is finite (a NaN or infinity makes its sum non-finite; an overflow only
+        # sends us down the exact path below), which spares the masks in the common case.
+        if not dones and bool(torch.isfinite(nxt.sum() + reward.sum())):
+            return self._sum_steps(reward).mean(dim=0)
         finite = torch.isfinite(nxt).all(dim=-1) & torch.isfinite(reward)  # [T, P, C]
         ok = finite if not dones else finite & ~torch.stack(dones)
         # A particle collects step t's reward while every earlier step was finite and did not end it, and t's own is
@@ -232,18 +236,23 @@ class TrajectoryEvaluator:
         alive = torch.ones_like(ok)
         alive[1:] = (~ok[:-1]).cumsum(dim=0) == 0
         broken = (alive & ~finite).any(dim=0)
-        collected = torch.where(alive & finite, reward, 0.0)
+        total = self._sum_steps(torch.where(alive & finite, reward, 0.0))
+        return torch.where(broken, NONFINITE_RETURN, total).mean(dim=0)
+
+    def _sum_steps(self, collected: torch.Tensor) -> torch.Tensor:
+        """The discounted sum over steps of ``collected`` ``[T, P, C]`` -> ``[P, C]``."""
+        steps = collected.shape[0]
         if self.discount != 1.0:
             weights = [1.0]
             for _ in range(steps - 1):
                 weights.append(weights[-1] * self.discount)
-            collected = collected * torch.tensor(weights, dtype=torch.float32, device=reward.device).reshape(-1, 1, 1)
+            scale = torch.tensor(weights, dtype=torch.float32, device=collected.device)
+            collected = collected * scale.reshape(-1, 1, 1)
         # Summed step by step, in the order a step-by-step evaluation adds them (float32 addition is not associative).
-        total = torch.zeros(p, c, device=reward.device)
+        total = torch.zeros(collected.shape[1:], device=collected.device)
         for t in range(steps):
             total += collected[t]
-        total = torch.where(broken, NONFINITE_RETURN, total)
-        return total.mean(dim=0)
+        return total
 
     def _mixed_step(
         self,
