@@ -26,6 +26,10 @@ from other work hits both alike, and the ratio of medians (B / A) is the result.
   steps in four phases with K = 0, 2, 4, 8 and a refit every half budget), per meta-episode (round seconds / runs):
   each run's world model fitted and looked ahead in on its own (A, today's default) against all runs' models as one
   batched network (B, ``DynaConfig(batched_models=True)``); whole rounds, alternating which goes first, no warm-up.
+* ``bf16``: the ``ModelConfig(precision="bf16")`` opt-in against float32 (A), both today's code: fit steps (Dyna's
+  5 x 3 x 64 and MBPO's 7 x 4 x 200, fused Adam on both sides) and one PETS plan as in ``pets`` (the same weights).
+  A check that the opt-in runs and what it costs here, with short settings; whether it changes learning is for
+  learning curves to say.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py
 
@@ -66,7 +70,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The code measured as A: the last commit before the float32 planner, the fused model fits and the SAC backends.
 BASELINE = "a4f6780ea25c19e252217be87600c7e1a7c28302"
-PARTS = ("pets", "fit", "fit_rule", "rollout", "sac", "meta_round")
+PARTS = ("pets", "fit", "fit_rule", "rollout", "sac", "meta_round", "bf16")
 #: The meta-training preset whose inner learner ``meta_round`` times.
 META_PRESET = REPO / "experiments" / "meta" / "presets" / "acrobot_gate_8k_converged.yaml"
 #: The targets (B / A ratio or absolute ms) each part is judged against.
@@ -84,7 +88,7 @@ class Args:
     """Command line (each field a ``--flag``)."""
 
     parts: str = ",".join(PARTS)
-    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac, meta_round)"""
+    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac, meta_round, bf16)"""
     repeats: int = 15
     """timed pairs per measurement (the medians are over these)"""
     out: Path = RESULTS / "speed.json"
@@ -250,19 +254,22 @@ def time_pets(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
         TrajectoryEvaluator(new_model, reward, done, "tsinf", 5), CEMOptimizer(low, high), 15, planner_generator(0)
     )
     states = data[0][: repeats + 1]
-    seen = {"a": 0, "b": 0}
-
-    def plan(side: str, planner: Any) -> Callable[[], None]:
-        def call() -> None:  # each side walks the same states in the same order
-            planner.plan(states[seen[side] % len(states)])
-            seen[side] += 1
-
-        return call
-
-    result = interleaved(plan("a", planner_a), plan("b", planner_b), repeats)
+    result = interleaved(planning(planner_a, states), planning(planner_b, states), repeats)
     result["settings"] = "Pendulum-v1 dims, 5x5x64 ensemble (5 elites), CEM 100x3, 5 particles TS-inf, H=15"
     result["met"] = result["ratio"] <= TARGETS["pets"]["ratio"] and result["b_ms"] <= TARGETS["pets"]["ms"]
     return result
+
+
+def planning(planner: Any, states: np.ndarray) -> Callable[[], None]:
+    """A call that makes ``planner`` plan from the next of ``states`` (so both sides walk the same states in the same
+    order; for :func:`interleaved`)."""
+    seen = [0]
+
+    def call() -> None:
+        planner.plan(states[seen[0] % len(states)])
+        seen[0] += 1
+
+    return call
 
 
 def fitting(model: Any, data: tuple[np.ndarray, ...]) -> Callable[[], None]:
@@ -290,6 +297,40 @@ def time_fit(old: dict[str, types.ModuleType], repeats: int) -> dict[str, Any]:
         result["steps_per_fit"] = steps
         out[name] = result
     out["mbpo_refits_per_1k_env_steps"] = time_mbpo_refits(max(1, repeats // 3))
+    return out
+
+
+def time_bf16(repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cases = {
+        "fit_dyna_5x3x64_pendulum_1000": (DYNA_ARCH, pendulum_data(1000, seed=1), 3, 1, 50),
+        "fit_mbpo_7x4x200_cheetah_5000": (MBPO_ARCH, cheetah_like_data(5000, seed=1), CHEETAH_OBS, CHEETAH_ACT, 10),
+    }
+    for name, (arch, data, obs_dim, act_dim, steps) in cases.items():
+        cfg = dataclasses.replace(
+            arch, min_train_steps=steps, max_train_steps=steps, max_epochs=10**6, fused_optimizer=True
+        )
+        a_model = DynamicsModel(obs_dim, act_dim, False, cfg, seed=0)
+        b_model = DynamicsModel(obs_dim, act_dim, False, dataclasses.replace(cfg, precision="bf16"), seed=0)
+        result = interleaved(fitting(a_model, data), fitting(b_model, data), max(3, repeats // 3))
+        result["a_ms_per_step"], result["b_ms_per_step"] = result["a_ms"] / steps, result["b_ms"] / steps
+        result["steps_per_fit"] = steps
+        out[name] = result
+    data = pendulum_data(1000, seed=0)
+    cfg = dataclasses.replace(PETS_ARCH, min_train_steps=0, max_train_steps=500)
+    a_model = DynamicsModel(3, 1, False, cfg, seed=0)
+    a_model.fit(*data)
+    b_model = DynamicsModel(3, 1, False, dataclasses.replace(cfg, precision="bf16"), seed=0)
+    b_model.load_state_dict(a_model.state_dict())
+    low, high = np.array([-2.0]), np.array([2.0])
+    reward, done = reward_fn("Pendulum-v1"), termination_fn("Pendulum-v1")
+    planners = [
+        MPCPlanner(TrajectoryEvaluator(m, reward, done, "tsinf", 5), CEMOptimizer(low, high), 15, planner_generator(0))
+        for m in (a_model, b_model)
+    ]
+    states = data[0][: repeats + 1]
+    out["pets_plan"] = interleaved(planning(planners[0], states), planning(planners[1], states), repeats)
+    out["settings"] = "A float32, B ModelConfig(precision='bf16'); fits with fused Adam; PETS plan as the pets part"
     return out
 
 
@@ -460,6 +501,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
         "rollout": lambda: time_rollout(old, args.repeats),
         "sac": lambda: time_sac(args.repeats),
         "meta_round": lambda: time_meta_round(args.round_runs, args.round_budget, args.repeats),
+        "bf16": lambda: time_bf16(args.repeats),
     }
     for part in parts:
         started = time.perf_counter()

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from mbrl.models.fit_schedule import FitData, FitSchedule
-from mbrl.models.gaussian_ensemble import GaussianEnsemble, gaussian_nll
+from mbrl.models.gaussian_ensemble import PRECISIONS, GaussianEnsemble, gaussian_nll
 from mbrl.models.normalizer import Normalizer
 from mbrl.models.propagator import MemberPropagator
 from mbrl.models.termination_head import TerminationHead
@@ -141,6 +141,10 @@ class ModelConfig:
         termination_hidden_size: Width of the termination classifier's hidden layers.
         refit_normalizer: Recompute the normalizer statistics from the data passed to each ``fit`` call (the whole
             buffer, as in mbrl-lib) instead of accumulating them over calls.
+        precision: ``"float32"`` (the default, the arithmetic of every committed result) or ``"bf16"``: the
+            ensemble's hidden layers in bfloat16 under ``torch.autocast`` in fits, predictions and planning
+            (:class:`~mbrl.models.gaussian_ensemble.GaussianEnsemble`, :class:`MemberPropagator`); an opt-in whose
+            effect on learning is measured, not assumed. The batched-runs fit does not take it.
     """
 
     ensemble_size: int = 7
@@ -165,6 +169,7 @@ class ModelConfig:
     learned_termination: bool = False
     termination_hidden_size: int = 64
     refit_normalizer: bool = True
+    precision: str = "float32"
 
 
 @dataclass
@@ -225,6 +230,8 @@ class DynamicsModel:
             )
         if cfg.min_train_epochs is not None and not cfg.min_train_epochs >= 0:
             raise ValueError(f"ModelConfig.min_train_epochs must be >= 0 or None, got {cfg.min_train_epochs}")
+        if cfg.precision not in PRECISIONS:
+            raise ValueError(f"ModelConfig.precision must be one of {', '.join(PRECISIONS)}, got {cfg.precision!r}")
         self.obs_dim, self.action_dim, self.discrete_actions = int(obs_dim), int(action_dim), bool(discrete_actions)
         self.cfg = cfg
         self.device = resolve_device(device)
@@ -232,7 +239,15 @@ class DynamicsModel:
         decays = cfg.weight_decays if cfg.weight_decays is not None else default_weight_decays(cfg.num_layers)
         # Built (and so initialized) on the CPU, then moved: the same initial weights on every device.
         self.ensemble = GaussianEnsemble(
-            in_dim, out_dim, cfg.ensemble_size, cfg.hidden_size, cfg.num_layers, decays, cfg.num_elites, seed=seed
+            in_dim,
+            out_dim,
+            cfg.ensemble_size,
+            cfg.hidden_size,
+            cfg.num_layers,
+            decays,
+            cfg.num_elites,
+            seed=seed,
+            precision=cfg.precision,
         ).to(self.device)
         self.termination: TerminationHead | None = None
         if cfg.learned_termination:

@@ -37,7 +37,8 @@ class PropagatedModel(Protocol):
 
 
 class MemberPropagator:
-    """The weights of the members in ``members`` and the model's normalizers, frozen as float32 tensors.
+    """The weights of the members in ``members`` and the model's normalizers, frozen as float32 tensors (the hidden
+    layers of a ``"bf16"`` ensemble as bfloat16, the arithmetic autocast gives its forward).
 
     Build with :meth:`mbrl.models.DynamicsModel.propagator`. Later fits of the model do not change a propagator
     already built (the weights are copies), so build one per plan.
@@ -60,13 +61,18 @@ class MemberPropagator:
         self.slots = int(idx.numel())
         ens = model.ensemble
 
-        def gather(layers: Iterable[EnsembleLinear]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-            return [(layer.weight.detach()[idx].float(), layer.bias.detach()[idx].float()) for layer in layers]
+        def gather(
+            layers: Iterable[EnsembleLinear], dtype: torch.dtype = torch.float32
+        ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            return [(layer.weight.detach()[idx].to(dtype), layer.bias.detach()[idx].to(dtype)) for layer in layers]
 
-        self._hidden = gather(ens.hidden)  # type: ignore[arg-type]
+        # A bf16 ensemble's hidden layers as autocast runs them: weights, biases and activations rounded to bfloat16.
+        self._bf16 = ens.precision == "bf16"
+        self._hidden = gather(ens.hidden, torch.bfloat16 if self._bf16 else torch.float32)  # type: ignore[arg-type]
         out_weight, out_bias = gather([ens.output])[0]
         self._max_logvar = ens.max_logvar.detach().float().to(self.device)
         self._min_logvar = ens.min_logvar.detach().float().to(self.device)
+        self._half = torch.tensor(0.5, device=self.device)
         self._term = None if model.termination is None else gather(model.termination.layers)  # type: ignore[arg-type]
 
         def stats(normalizer: Normalizer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,15 +106,22 @@ class MemberPropagator:
             is ``None`` without ``spread``.
         """
         h = self._inputs(state, action)
+        if self._bf16:
+            h = h.bfloat16()
         for weight, bias in self._hidden:
             h = F.silu(torch.baddbmm(bias, h, weight), inplace=True)
+        if self._bf16:
+            h = h.float()
         mean, raw_logvar = torch.baddbmm(self._out_bias, h, self._out_weight).chunk(2, dim=-1)
         if not spread:
             return mean, None
-        # The same soft clamp as GaussianEnsemble.forward, in standardized units, then scaled to the environment's.
-        logvar = self._max_logvar - F.softplus(self._max_logvar - raw_logvar)
-        logvar = self._min_logvar + F.softplus(logvar - self._min_logvar)
-        return mean, self._out_std * torch.exp(0.5 * logvar)
+        # The same soft clamp as GaussianEnsemble.forward, in standardized units, then scaled to the environment's;
+        # written into one fresh buffer (the same operations, without an allocation or a wrapped scalar per step).
+        logvar = F.softplus(torch.sub(self._max_logvar, raw_logvar))
+        torch.sub(self._max_logvar, logvar, out=logvar)
+        logvar = F.softplus(logvar.sub_(self._min_logvar))
+        std = torch.add(self._min_logvar, logvar, out=logvar).mul_(self._half).exp_()
+        return mean, std.mul_(self._out_std)
 
     def terminated_prob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor | None:
         """Each slot's learned termination probability ``[S, N]`` (``None`` for a model without the head)."""

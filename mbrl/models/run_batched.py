@@ -20,7 +20,8 @@ stopping step (as ``ModelConfig.fused_optimizer`` can), so a run's fit agrees wi
 beside other runs, in its draws and, but for a score on the edge of ``improvement_threshold``, its steps, stops and
 elites; its weights to rounding (``tests/mbrl/test_run_batched.py``; ``model/train_loss`` is summed in another order).
 
-Models with a learned termination head are fitted one by one (:func:`can_fit_run_batched`).
+Models with a learned termination head or bf16 hidden layers (``ModelConfig.precision``) are fitted one by one
+(:func:`can_fit_run_batched`).
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def can_fit_run_batched(models: Sequence[Any]) -> bool:
-    """Whether :func:`fit_run_batched` takes these models: learned :class:`DynamicsModel` s without a termination
-    head, all with the same settings, dimensions and device."""
+    """Whether :func:`fit_run_batched` takes these models: learned float32 :class:`DynamicsModel` s without a
+    termination head, all with the same settings, dimensions and device."""
     if not models or not all(type(m) is DynamicsModel for m in models):
         return False
     first = models[0]
     return all(
         m.termination is None
+        and m.cfg.precision == "float32"
         and m.cfg == first.cfg
         and (m.obs_dim, m.action_dim, m.discrete_actions) == (first.obs_dim, first.action_dim, first.discrete_actions)
         and m.device == first.device

@@ -173,37 +173,86 @@ class TrajectoryEvaluator:
         picks = None
         if self.propagation == "ts1":
             picks = torch.randint(0, k, (h, p * c), generator=generator).to(prop.device)
-        # Rows [P, C]: particle-major, so that slot p of the propagator is particle p.
+        # Rows [P, C]: particle-major, so that slot p of the propagator is particle p. The loop only moves the
+        # particles; rewards, finiteness and the alive masks are computed once on the whole trajectory afterwards
+        # (one call each instead of one per step: the per-step cost is then the model's alone). Every value is the
+        # one a step-by-step evaluation computes: the element-wise operations do not depend on the batch's shape.
         state = obs.expand(p, c, obs.shape[0])
-        total = torch.zeros(p, c, device=prop.device)
-        alive = torch.ones(p, c, dtype=torch.bool, device=prop.device)
-        broken = torch.zeros(p, c, dtype=torch.bool, device=prop.device)
-        weight = 1.0
+        actions = sequences.transpose(0, 1).unsqueeze(1).expand(h, p, c, act_dim)  # [H, P, C, act_dim], no copy
+        states, model_rewards, dones = [state], [], []
+        can_end = self.termination_fn is not never
+        ended: torch.Tensor | None = None
         for t in range(h):
-            action = sequences[:, t].expand(p, c, act_dim)
+            action = actions[t]
             step_noise = None if noise is None else noise[t]
             if self.propagation == "tsinf":
                 next_obs, reward = prop.step(state, action, step_noise)
                 prob = prop.terminated_prob(state, action) if self.termination_fn is None else None
             else:
                 next_obs, reward, prob = self._mixed_step(prop, state, action, step_noise, picks, t)
-            if self.reward_fn is not None:
-                reward = self._known(self.reward_fn, state, action, next_obs).float()
-            finite = torch.isfinite(next_obs).all(dim=-1) & torch.isfinite(reward)
-            # A particle whose prediction broke scores NONFINITE_RETURN and stops; its later (NaN) values are
-            # masked out of the total by `alive`.
-            broken |= alive & ~finite
-            alive = alive & finite
-            total += weight * torch.where(alive, reward, 0.0)
-            done = self._terminated(state, action, next_obs, prob)
-            if done is not None:
-                alive = alive & ~done
-                if not bool(alive.any()):
-                    break
-            weight *= self.discount
+            states.append(next_obs)
+            model_rewards.append(reward)
+            if can_end:
+                done = self._terminated(state, action, next_obs, prob)
+                if done is not None:
+                    dones.append(done)
+                    # Once every particle has ended, later steps cannot add anything: stop simulating.
+                    ended = done if ended is None else ended | done
+                    if bool(ended.all()):
+                        break
             state = next_obs
-        total = torch.where(broken, NONFINITE_RETURN, total)
-        return total.mean(dim=0)
+        return self._mean_returns(actions, states, model_rewards, dones)
+
+    def _mean_returns(
+        self,
+        actions: torch.Tensor,
+        states: list[torch.Tensor],
+        model_rewards: list[torch.Tensor],
+        dones: list[torch.Tensor],
+    ) -> torch.Tensor:
+        """Each candidate's mean return ``[C]`` over its particles from a simulated trajectory.
+
+        Args:
+            actions: ``[H, P, C, act_dim]`` the candidates' actions, step-major.
+            states: ``T + 1`` states ``[P, C, obs_dim]`` (the start, then one per simulated step, ``T <= H``).
+            model_rewards: ``T`` model rewards ``[P, C]`` (used without a known reward function).
+            dones: ``T`` termination flags ``[P, C]``, or none where nothing can end.
+        """
+        steps = len(states) - 1
+        trajectory = torch.stack(states)  # [T + 1, P, C, obs_dim]
+        prev, nxt = trajectory[:-1], trajectory[1:]
+        if self.reward_fn is not None:
+            reward = self._known(self.reward_fn, prev, actions[:steps], nxt).float()
+        else:
+            reward = torch.stack(model_rewards)
+        # Two sums tell whether every value is finite (a NaN or infinity makes its sum non-finite; an overflow only
+        # sends us down the exact path below), which spares the masks in the common case.
+        if not dones and bool(torch.isfinite(nxt.sum() + reward.sum())):
+            return self._sum_steps(reward).mean(dim=0)
+        finite = torch.isfinite(nxt).all(dim=-1) & torch.isfinite(reward)  # [T, P, C]
+        ok = finite if not dones else finite & ~torch.stack(dones)
+        # A particle collects step t's reward while every earlier step was finite and did not end it, and t's own is
+        # finite; one whose prediction broke scores NONFINITE_RETURN (its later NaN values are masked out).
+        alive = torch.ones_like(ok)
+        alive[1:] = (~ok[:-1]).cumsum(dim=0) == 0
+        broken = (alive & ~finite).any(dim=0)
+        total = self._sum_steps(torch.where(alive & finite, reward, 0.0))
+        return torch.where(broken, NONFINITE_RETURN, total).mean(dim=0)
+
+    def _sum_steps(self, collected: torch.Tensor) -> torch.Tensor:
+        """The discounted sum over steps of ``collected`` ``[T, P, C]`` -> ``[P, C]``."""
+        steps = collected.shape[0]
+        if self.discount != 1.0:
+            weights = [1.0]
+            for _ in range(steps - 1):
+                weights.append(weights[-1] * self.discount)
+            scale = torch.tensor(weights, dtype=torch.float32, device=collected.device)
+            collected = collected * scale.reshape(-1, 1, 1)
+        # Summed step by step, in the order a step-by-step evaluation adds them (float32 addition is not associative).
+        total = torch.zeros(collected.shape[1:], device=collected.device)
+        for t in range(steps):
+            total += collected[t]
+        return total
 
     def _mixed_step(
         self,

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mbrl.models import DynamicsModel, ModelConfig
+from mbrl.termination import accepts_tensors
 from planning.mpc import CEMOptimizer, MPCPlanner, TrajectoryEvaluator
 from planning.mpc.trajectories import NONFINITE_RETURN
 
@@ -150,6 +151,60 @@ def test_batched_evaluation_equals_a_loop(propagation: str, particles: int) -> N
         total += -(step.next_obs**2).sum(axis=1).reshape(particles, c)
         state = step.next_obs
     np.testing.assert_allclose(batched, total.mean(axis=0), rtol=1e-4, atol=1e-4)
+
+
+@accepts_tensors
+def _angle_reward(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
+    """An atan2 reward (a transcendental op, like Pendulum's) that turns NaN where ``next_obs[..., 0] > 0.4``."""
+    value = -(torch.atan2(obs[..., 1], obs[..., 0]) ** 2) - 0.1 * action[..., 0] ** 2
+    return torch.where(next_obs[..., 0] > 0.4, torch.nan, value)
+
+
+@accepts_tensors
+def _ends_low(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
+    return next_obs[..., 2] < -0.2
+
+
+def _step_by_step(model, obs, seqs, generator, reward_fn, termination, particles, discount) -> torch.Tensor:
+    """PETS's scoring written as one step at a time: reward, finiteness and termination masks after every step."""
+    k = model.num_elites
+    prop = model.propagator((np.arange(particles) * k) // particles)
+    seqs = torch.as_tensor(seqs, dtype=torch.float32)
+    c, h, act_dim = seqs.shape
+    noise = torch.randn((h, particles, c, model.obs_dim + 1), generator=generator)
+    state = torch.as_tensor(obs, dtype=torch.float32).expand(particles, c, -1)
+    total = torch.zeros(particles, c)
+    alive = torch.ones(particles, c, dtype=torch.bool)
+    broken = torch.zeros(particles, c, dtype=torch.bool)
+    weight = 1.0
+    for t in range(h):
+        action = seqs[:, t].expand(particles, c, act_dim)
+        next_obs, _ = prop.step(state, action, noise[t])
+        reward = reward_fn(state, action, next_obs)
+        finite = torch.isfinite(next_obs).all(dim=-1) & torch.isfinite(reward)
+        broken |= alive & ~finite
+        alive &= finite
+        total += weight * torch.where(alive, reward, 0.0)
+        if termination is not None:
+            alive &= ~termination(state, action, next_obs)
+        weight *= discount
+        state = next_obs
+    return torch.where(broken, NONFINITE_RETURN, total).mean(dim=0)
+
+
+@pytest.mark.parametrize(("termination", "discount"), [(None, 1.0), (_ends_low, 1.0), (_ends_low, 0.9)])
+def test_whole_trajectory_scoring_equals_step_by_step_bit_for_bit(termination, discount: float) -> None:
+    # The evaluator scores the whole simulated trajectory at once; the returns must be the step-by-step ones exactly
+    # (the committed PETS runs are reproduced to the last bit), NaN rewards and terminations included.
+    model = _fitted_model()
+    rng = np.random.default_rng(5)
+    obs, seqs = rng.normal(size=3) * 0.3, rng.uniform(-1, 1, size=(40, 8, 2))
+    ev = TrajectoryEvaluator(model, _angle_reward, termination, "tsinf", num_particles=6, discount=discount)
+    batched = ev.objective(obs, _gen(7))(torch.as_tensor(seqs, dtype=torch.float32))
+    expected = _step_by_step(model, obs, seqs, _gen(7), _angle_reward, termination, 6, discount)
+    # Some candidates have a broken particle (their mean carries NONFINITE_RETURN / 6), others none.
+    assert bool((expected < NONFINITE_RETURN / 10).any()) and bool((expected > -1e3).any())
+    assert torch.equal(batched, expected)
 
 
 def test_shape_mismatches_are_refused() -> None:
