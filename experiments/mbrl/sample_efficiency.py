@@ -108,6 +108,8 @@ class Args:
     """MBPO's data-scaled fit floor in epochs (default: ModelConfig's, off: the fixed min_train_steps floor)"""
     model_fused_optimizer: bool = False
     """MBPO's world model fitted with fused Adam (equal to the default to float32 rounding, faster)"""
+    model_precision: str = "float32"
+    """MBPO's world-model precision: float32 or bf16 (hidden layers in bfloat16, opt-in)"""
     sac_backend: str = "sb3"
     """MBPO's SAC update backend: sb3, fused or sbx (the sbx extra)"""
     tag: str = ""
@@ -164,6 +166,8 @@ def settings_from_args(args: Args, threshold: float | None = None) -> ArmSetting
         model["min_train_epochs"] = args.model_min_train_epochs
     if args.model_fused_optimizer:
         model["fused_optimizer"] = True
+    if args.model_precision != "float32":
+        model["precision"] = args.model_precision
     if model:
         mbpo["model"] = model
     if args.sac_backend != "sb3":

@@ -377,6 +377,7 @@ def test_script_settings_follow_the_protocol() -> None:
     assert fast.mbpo == {"model": {"fused_optimizer": True, "min_train_epochs": 20.0}, "sac": {"backend": "sbx"}}
     cfg = mbpo_config(fast, "mbpo:fixed:1", 0)
     assert cfg.sac.backend == "sbx" and cfg.model.fused_optimizer and cfg.model.min_train_epochs == 20.0
+    assert script.settings_from_args(script.Args(model_precision="bf16")).mbpo == {"model": {"precision": "bf16"}}
     # The shared SAC settings still come from the protocol, not from the backend override.
     assert cfg.sac.learning_rate == fast.learning_rate and cfg.sac.net_arch == fast.net_arch
     with pytest.raises(SystemExit):
