@@ -120,8 +120,8 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path) -> None:
 
 
 def test_split_runs() -> None:
-    assert split_runs(5, 2) == [3, 2]
-    assert split_runs(4, 4) == [1, 1, 1, 1]
+    assert split_runs(5, 2) == [range(0, 3), range(3, 5)]
+    assert split_runs(4, 4) == [range(i, i + 1) for i in range(4)]
     with pytest.raises(ValueError):
         split_runs(2, 3)
 
@@ -133,7 +133,7 @@ def test_two_worker_process_pool(tmp_path: Path) -> None:
         obs = venv.reset()
         assert obs.shape == (4, len(FEATURE_NAMES))
         gravities = [info["physics"]["gravity"] for info in venv.reset_infos]
-        assert len(set(gravities)) == 4  # each worker draws its own physics stream
+        assert len(set(gravities)) == 4  # every run of the round has its own physics
         for _ in range(3):
             venv.step_async(np.array([StepAction.UP, StepAction.UP, StepAction.DOWN, StepAction.NOOP]))
             obs, _rewards, dones, infos = venv.step_wait()
