@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -288,6 +288,7 @@ class RolloutLengthProblem(MetaProblem):
         """
         cfg = self.config
         runs = range(num_runs) if runs is None else runs
+        physics: list[dict[str, float]]
         if cfg.model == "simulator":
             physics = [{} for _ in range(num_runs)]
             errors = [cfg.draw_model_error(rng) for _ in range(num_runs)]
@@ -304,6 +305,7 @@ class RolloutLengthProblem(MetaProblem):
         self.physics = [physics[i] for i in runs]
         self.model_errors = [errors[i] for i in runs]
         run_seeds = [run_seed(seed, i) for i in runs]
+        env_fns: list[Callable[[], gym.Env]]
         if cfg.model == "simulator":
             env_fns = [functools.partial(gym.make, cfg.env_id) for _ in runs]
             models = [simulator_model(error) for error in self.model_errors]
