@@ -407,8 +407,27 @@ def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
 
         return call
 
-    a, b = round_(False), round_(True)
-    times = alternating_seconds(a, b, repeats)
+    settings = (
+        f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = {schedule}, "
+        f"refit every {budget // 2} steps; one process, one thread"
+    )
+    # The target counts both cores (meta-training's worker processes); this is one process on one core.
+    result = rounds_per_meta_episode(round_(False), round_(True), repeats, runs, settings)
+    result["two_workers"] = time_meta_rounds_on_workers(env, runs, budget, schedule, repeats)
+    return result
+
+
+def rounds_per_meta_episode(
+    a: Callable[[], Any], b: Callable[[], Any], repeats: int, runs: int, settings: str
+) -> dict[str, Any]:
+    """Seconds per meta-episode (a round's seconds / ``runs``) of rounds ``a`` and ``b``: medians of ``repeats``
+    pairs whose order alternates (no warm-up), the speedup A / B and whether it meets the ``meta_round`` target."""
+    times: dict[str, list[float]] = {"a": [], "b": []}
+    for i in range(repeats):
+        for key, fn in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
+            started = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - started)
     a_s, b_s = float(np.median(times["a"])), float(np.median(times["b"]))
     return {
         "a_s_per_meta_episode": a_s / runs,
@@ -416,23 +435,9 @@ def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
         "speedup": a_s / b_s,
         "a_all_s": times["a"],
         "b_all_s": times["b"],
-        "settings": f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = "
-        f"{schedule}, refit every {budget // 2} steps; one process, one thread",
-        # The target counts both cores (meta-training's worker processes); this is one process on one core.
+        "settings": settings,
         "met": a_s / b_s >= TARGETS["meta_round"]["speedup"],
-        "two_workers": time_meta_rounds_on_workers(env, runs, budget, schedule, repeats),
     }
-
-
-def alternating_seconds(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> dict[str, list[float]]:
-    """Wall seconds of ``repeats`` calls of ``a`` and of ``b``, in pairs whose order alternates (no warm-up)."""
-    times: dict[str, list[float]] = {"a": [], "b": []}
-    for i in range(repeats):
-        for key, fn in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
-            started = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - started)
-    return times
 
 
 def time_meta_rounds_on_workers(env: Any, runs: int, budget: int, schedule: list[int], repeats: int) -> dict[str, Any]:
@@ -459,25 +464,18 @@ def time_meta_rounds_on_workers(env: Any, runs: int, budget: int, schedule: list
 
         return call
 
+    settings = (
+        f"whole rounds of the meta vector env, B = {runs} runs as in meta_round: A one process with per-run world "
+        f"models, B {workers} worker processes with batched_models=True; one thread per process"
+    )
     one, pool = venv(False, 1), venv(True, workers)
     try:
         one.reset()
         pool.reset()
-        times = alternating_seconds(round_(one), round_(pool), repeats)
+        return rounds_per_meta_episode(round_(one), round_(pool), repeats, runs, settings)
     finally:
         one.close()
         pool.close()
-    a_s, b_s = float(np.median(times["a"])), float(np.median(times["b"]))
-    return {
-        "a_s_per_meta_episode": a_s / runs,
-        "b_s_per_meta_episode": b_s / runs,
-        "speedup": a_s / b_s,
-        "a_all_s": times["a"],
-        "b_all_s": times["b"],
-        "settings": f"whole rounds of the meta vector env, B = {runs} runs as in meta_round: A one process with "
-        f"per-run world models, B {workers} worker processes with batched_models=True; one thread per process",
-        "met": a_s / b_s >= TARGETS["meta_round"]["speedup"],
-    }
 
 
 def main(args: Args | None = None) -> dict[str, Any]:

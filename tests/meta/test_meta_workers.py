@@ -188,3 +188,18 @@ def test_available_cores_reads_the_affinity_mask(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     assert available_cores() == 6
+
+
+def test_the_speed_script_times_whole_rounds_on_two_workers() -> None:
+    """``experiments/speed.py``'s ``two_workers`` measurement, on the toy learner so that it takes seconds: rounds
+    through the meta vector env on one process and on two workers, per meta-episode, against the target."""
+    from script_modules import REPO, load_script
+
+    speed = load_script(REPO / "experiments" / "speed.py")
+    env = MetaEnvConfig(budget=400, phase_length=100, inner="toy", toy={"delay": 0.01})
+    result = speed.time_meta_rounds_on_workers(env, runs=3, budget=400, schedule=[0, 2, 4, 8], repeats=2)
+    assert len(result["a_all_s"]) == len(result["b_all_s"]) == 2
+    assert result["a_s_per_meta_episode"] == pytest.approx(float(np.median(result["a_all_s"])) / 3)
+    assert result["speedup"] == pytest.approx(result["a_s_per_meta_episode"] / result["b_s_per_meta_episode"])
+    assert result["met"] == (result["speedup"] >= speed.TARGETS["meta_round"]["speedup"])
+    assert "2 worker processes" in result["settings"]
