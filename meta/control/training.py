@@ -151,7 +151,9 @@ class MetaTrainConfig:
         workers: W, local worker processes sharing each round's runs: 0 (the default) means one per available core,
             at most ``runs_per_round`` (:func:`meta.control.parallel.resolve_workers`); 1 runs them in-process.
             Every worker draws the whole round and builds its own share of it, so the inner runs, and with an inner
-            learner whose runs are independent the whole run, do not depend on W (:mod:`meta.control.parallel`).
+            learner whose runs are independent the whole run, do not depend on W (:mod:`meta.control.parallel`):
+            bit for bit with Dyna-DQN's per-run world models, to float32 rounding with its run-axis model
+            (``batched_models``).
             ``meta_training.json`` records the count used (``workers``).
         ray_address: Ray cluster address; if set, the W workers are Ray actors (needs the ``distributed`` extra).
         seed: Seeds the meta-agent and every round's physics / inner seeds.
