@@ -26,6 +26,8 @@ from other work hits both alike, and the ratio of medians (B / A) is the result.
   steps in four phases with K = 0, 2, 4, 8 and a refit every half budget), per meta-episode (round seconds / runs):
   each run's world model fitted and looked ahead in on its own (A, today's default) against all runs' models as one
   batched network (B, ``DynaConfig(batched_models=True)``); whole rounds, alternating which goes first, no warm-up.
+  Also ``two_workers``: the same rounds through meta-training's vector env, one process with per-run models (A)
+  against two worker processes with the batched model (B), per meta-episode (the target counts both cores).
 * ``bf16``: the ``ModelConfig(precision="bf16")`` opt-in against float32 (A), both today's code: fit steps (Dyna's
   5 x 3 x 64 and MBPO's 7 x 4 x 200, fused Adam on both sides) and one PETS plan as in ``pets`` (the same weights).
   A check that the opt-in runs and what it costs here, with short settings; whether it changes learning is for
@@ -446,7 +448,21 @@ def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
 
         return call
 
-    a, b = round_(False), round_(True)
+    settings = (
+        f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = {schedule}, "
+        f"refit every {budget // 2} steps; one process, one thread"
+    )
+    # The target counts both cores (meta-training's worker processes); this is one process on one core.
+    result = rounds_per_meta_episode(round_(False), round_(True), repeats, runs, settings)
+    result["two_workers"] = time_meta_rounds_on_workers(env, runs, budget, schedule, repeats)
+    return result
+
+
+def rounds_per_meta_episode(
+    a: Callable[[], Any], b: Callable[[], Any], repeats: int, runs: int, settings: str
+) -> dict[str, Any]:
+    """Seconds per meta-episode (a round's seconds / ``runs``) of rounds ``a`` and ``b``: medians of ``repeats``
+    pairs whose order alternates (no warm-up), the speedup A / B and whether it meets the ``meta_round`` target."""
     times: dict[str, list[float]] = {"a": [], "b": []}
     for i in range(repeats):
         for key, fn in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
@@ -460,11 +476,47 @@ def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
         "speedup": a_s / b_s,
         "a_all_s": times["a"],
         "b_all_s": times["b"],
-        "settings": f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = "
-        f"{schedule}, refit every {budget // 2} steps; one process, one thread",
-        # The target counts both cores (meta-training's worker processes); this is one process on one core.
+        "settings": settings,
         "met": a_s / b_s >= TARGETS["meta_round"]["speedup"],
     }
+
+
+def time_meta_rounds_on_workers(env: Any, runs: int, budget: int, schedule: list[int], repeats: int) -> dict[str, Any]:
+    """Whole meta-training rounds through the meta vector env (:func:`meta.control.parallel.make_meta_vec_env`): one
+    process with per-run world models (A, the former default) against two worker processes with the run-axis model
+    (B); per meta-episode, so that B counts both cores. The same learner and shortened round as ``meta_round``; the
+    meta-actions pick K from ``schedule``, one per phase; a round's time includes building the next round's learners
+    (the vector env resets when a round ends), the workers' start-up does not (meta-training pays it once)."""
+    from meta.control.parallel import make_meta_vec_env
+
+    workers = min(2, runs)
+    phase = budget // len(schedule)
+    shortened = dataclasses.replace(env, budget=budget, phase_length=phase, action_set="direct", k_grid=list(schedule))
+
+    def venv(batched: bool, workers: int) -> Any:
+        dyna = {**env.dyna, "model_train_freq": budget // 2, "batched_models": batched}
+        return make_meta_vec_env(dataclasses.replace(shortened, dyna=dyna), runs, seed=0, workers=workers)
+
+    def round_(vec: Any) -> Callable[[], None]:
+        def call() -> None:  # round r of both sides is the same runs (same seed, same round counter)
+            for action in range(len(schedule)):
+                vec.step_async(np.full(runs, action))
+                vec.step_wait()
+
+        return call
+
+    settings = (
+        f"whole rounds of the meta vector env, B = {runs} runs as in meta_round: A one process with per-run world "
+        f"models, B {workers} worker processes with batched_models=True; one thread per process"
+    )
+    one, pool = venv(False, 1), venv(True, workers)
+    try:
+        one.reset()
+        pool.reset()
+        return rounds_per_meta_episode(round_(one), round_(pool), repeats, runs, settings)
+    finally:
+        one.close()
+        pool.close()
 
 
 def main(args: Args | None = None) -> dict[str, Any]:

@@ -23,3 +23,16 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return np.random.default_rng(seed)
+
+
+#: How far apart the base seeds of two batches of runs keep their runs' seeds (runs per base seed before overlap).
+RUNS_PER_SEED = 10_000
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The seed of run ``run`` of a batch of runs with base seed ``seed``: ``seed * 10_000 + run``.
+
+    The one rule every batched learner uses for its runs' default seeds, so that a share of a batch (runs ``a..b``,
+    built in another process) gets the seeds those runs have in the whole batch.
+    """
+    return int(seed) * RUNS_PER_SEED + int(run)

@@ -25,6 +25,8 @@ CASES = [
     ("meta train --episodes 0", "--episodes"),
     ("meta train --algo nope", "nope"),
     ("meta train --action-set nope", "nope"),
+    ("meta train --workers 3 --runs-per-round 2", "workers must be between 0 (one per core) and runs_per_round=2"),
+    ("meta train --workers -1", "--workers"),
     ("meta eval --runs 0", "--runs"),
     ("meta eval --arms nope:1", "nope"),
     ("meta eval --arms learned:/nonexistent/meta_policy.pt", "checkpoint not found"),

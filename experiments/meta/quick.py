@@ -75,9 +75,9 @@ def _toy_learning(out_dir: Path) -> BenchLine:
 
     started = time.perf_counter()
     env = MetaEnvConfig(budget=50_000, phase_length=5_000, inner="toy")
-    cfg = MetaTrainConfig(
-        env=env, agent=MetaAgentConfig(learning_starts=100, net_arch=[32, 32]), episodes=200, runs_per_round=20
-    )
+    # In-process: the toy learner's phases take microseconds, so worker processes would only add their start-up.
+    agent = MetaAgentConfig(learning_starts=100, net_arch=[32, 32])
+    cfg = MetaTrainConfig(env=env, agent=agent, episodes=200, runs_per_round=20, workers=1)
     MetaTrainer(cfg, out_dir / "toy-meta", show_progress=False).train()
     policy = out_dir / "toy-meta" / "meta_policy.pt"
     specs = (f"learned:{policy}", "random:0,32", "fixed:0", "inc:32")

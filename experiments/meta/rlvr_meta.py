@@ -52,7 +52,6 @@ from meta.control.training import POLICY_NAME, MetaAgentConfig, MetaTrainConfig,
 from meta.rlvr.meta_mdp import RLVRMetaConfig, WarmStart, draw_domains
 from meta.rollout_length.diagnostics import value_check
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
-from rolloutlab.config import to_dict
 from rolloutlab.statistics import (
     bootstrap_interval,
     interval_estimates,
@@ -85,8 +84,9 @@ class Args:
     """inner runs per meta-training round (one checkpoint per round)"""
     train_seed: int = 0
     """seed of the meta-agent and of the training domains"""
-    train_workers: int = 1
-    """worker processes sharing each meta-training round's inner runs (part of the run's config)"""
+    train_workers: int = 0
+    """worker processes sharing each meta-training round's inner runs (0: one per core; part of the run's config,
+    the results do not depend on it)"""
     ray_address: str | None = None
     """a Ray cluster for the meta-training workers (``auto``, ``ray://HOST:10001``; part of the run's config)"""
     test: bool = True
@@ -153,8 +153,8 @@ def meta_train(args: Args) -> dict[str, Any]:
     run_dir = Path(args.out_dir) / "train"
     cfg = train_config(args)
     if (run_dir / "meta_checkpoint.pt").exists():
-        trainer = MetaTrainer.resume(run_dir)
-        if to_dict(trainer.cfg) != to_dict(cfg):
+        trainer = MetaTrainer.resume(run_dir, workers=cfg.workers)
+        if trainer.cfg.outcome_settings() != cfg.outcome_settings():
             raise SystemExit(f"{run_dir} holds a meta-training run with other settings; move it away to start anew")
         print(f"resuming meta-training from {run_dir}", flush=True)
     else:

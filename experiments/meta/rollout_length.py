@@ -93,8 +93,8 @@ class Args:
     """meta-training episodes (inner runs) per action set, domain-randomized physics"""
     runs_per_round: int = 8
     """B: inner runs batched together in meta-training (one checkpoint per round)"""
-    workers: int = 1
-    """worker processes sharing each meta-training round"""
+    workers: int = 0
+    """worker processes sharing each meta-training round (0: one per core; the results do not depend on it)"""
     train_seed: int = 0
     """seed of meta-training"""
     arms: str = ",".join(DEFAULT_ARMS)
@@ -142,8 +142,8 @@ def meta_train(args: Args, action_set: str, env_id: str) -> dict[str, Any]:
     cfg = train_config(args)
     cfg.env.action_set = action_set  # type: ignore[assignment]
     if (run_dir / "meta_checkpoint.pt").exists():
-        trainer = MetaTrainer.resume(run_dir)
-        if to_dict(trainer.cfg) != to_dict(cfg):
+        trainer = MetaTrainer.resume(run_dir, workers=cfg.workers)
+        if trainer.cfg.outcome_settings() != cfg.outcome_settings():
             raise SystemExit(f"{run_dir} holds a meta-training run with other settings; move it away to start anew")
         print(f"[{env_id} {action_set}] resuming meta-training from {run_dir}", flush=True)
     else:

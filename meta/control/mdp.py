@@ -67,11 +67,22 @@ class MetaProblem(ABC):
     observation_space: spaces.Box
 
     @abstractmethod
-    def start(self, num_runs: int, rng: np.random.Generator) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
-        """Begin ``num_runs`` new inner runs, drawing their domain (physics, task mix, ...) and seeds from ``rng``.
+    def start(
+        self, num_runs: int, rng: np.random.Generator, runs: range | None = None
+    ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+        """Begin the runs ``runs`` of a round of ``num_runs`` new inner runs.
+
+        The domains (physics, task mix, ...) and seeds of *all* ``num_runs`` runs are drawn from ``rng`` in one fixed
+        order, then only the runs in ``runs`` are built, so run ``i`` is the same run whichever share of the round a
+        worker holds (:mod:`meta.control.parallel`).
+
+        Args:
+            num_runs: B, the round's runs over all workers.
+            rng: The round's generator.
+            runs: The run indices to build, a sub-range of ``range(num_runs)``; ``None``: all.
 
         Returns:
-            ``(observations [B, F], reset infos, J_0 [B])``.
+            ``(observations [R, F], reset infos, J_0 [R])`` for the ``R = len(runs)`` runs built.
         """
 
     @abstractmethod
@@ -118,6 +129,15 @@ class MetaProblemConfig(Protocol):
     def problem(self, inner_factory: Any = None, sampler: Any = None) -> MetaProblem: ...
 
 
+def check_runs(num_runs: int, runs: range | None) -> range:
+    """``runs`` (``None``: ``range(num_runs)``) after checking it is a non-empty, contiguous share of the round."""
+    if runs is None:
+        return range(num_runs)
+    if not isinstance(runs, range) or runs.step != 1 or len(runs) < 1 or runs.start < 0 or runs.stop > num_runs:
+        raise ValueError(f"runs must be a non-empty range inside range({num_runs}), got {runs!r}")
+    return runs
+
+
 class MetaRuns:
     """B meta-episodes over one :class:`MetaProblem`: the logic behind both env classes.
 
@@ -138,16 +158,18 @@ class MetaRuns:
         self.k_history: list[list[int]] = []
         self.reset_infos: list[dict[str, Any]] = []
 
-    def start(self, num_runs: int, rng: np.random.Generator) -> np.ndarray:
-        """Begin ``num_runs`` new inner runs; returns their observations ``[num_runs, F]``."""
-        obs, self.reset_infos, j0 = self.problem.start(num_runs, rng)
+    def start(self, num_runs: int, rng: np.random.Generator, runs: range | None = None) -> np.ndarray:
+        """Begin the runs ``runs`` (default all) of a round of ``num_runs`` new inner runs (see
+        :meth:`MetaProblem.start`); returns their observations ``[len(runs), F]``."""
+        runs = check_runs(num_runs, runs)
+        obs, self.reset_infos, j0 = self.problem.start(num_runs, rng, runs)
         self.k = np.asarray([int(info["k"]) for info in self.reset_infos], dtype=np.int64)
         self.j = np.asarray(j0, dtype=np.float64).copy()
         self.j_prev = self.j.copy()
         self.t = 0
         self.started = True
-        self.episode_return = np.zeros(num_runs)
-        self.k_history = [[] for _ in range(num_runs)]
+        self.episode_return = np.zeros(len(runs))
+        self.k_history = [[] for _ in runs]
         return obs
 
     def step(self, actions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, bool, list[dict[str, Any]]]:
@@ -250,17 +272,21 @@ class MetaVecEnv(BatchedVecEnv):
     """B meta-episodes in lockstep over one problem, as an SB3 ``VecEnv``.
 
     All B meta-episodes have the same length (the problem's ``horizon``), so they end together and the next B start
-    together. Meta-episode rounds are numbered; round r draws its domains and inner seeds from
+    together. Meta-episode rounds are numbered; round r draws the domains and inner seeds of all its B runs from
     ``numpy.random.default_rng([seed, r])``, so a meta-training run resumed at a round boundary continues exactly.
+    An env may hold only a share ``runs`` of each round (a worker of :mod:`meta.control.parallel`): it draws the same
+    round and builds only those runs, so run ``i`` is the same whether one process holds all B runs or W workers
+    share them.
 
     Args:
         config: The meta-MDP settings (:class:`MetaProblemConfig`: ``MetaEnvConfig``, ``RLVRMetaConfig``).
-        num_runs: B, inner runs per round.
+        num_runs: B, inner runs per round (over all workers).
         seed: Base seed.
         inner_factory: Passed to ``config.problem`` (the rollout-length problem's inner-learner override).
         sampler: Passed to ``config.problem`` (the rollout-length problem's physics sampler).
         round_index: Index of the first round (non-zero when resuming).
-        stream: Extra seed key for a worker's share of the runs (``default_rng([seed, round, stream])``).
+        runs: The run indices of each round this env holds (``None``: all ``num_runs``); its ``num_envs`` is
+            ``len(runs)``.
     """
 
     def __init__(
@@ -271,24 +297,24 @@ class MetaVecEnv(BatchedVecEnv):
         inner_factory: Any = None,
         sampler: Any = None,
         round_index: int = 0,
-        stream: int | None = None,
+        runs: range | None = None,
     ) -> None:
         if num_runs < 1:
             raise ValueError(f"num_runs must be >= 1, got {num_runs}")
         self.config = config
         problem = config.problem(inner_factory, sampler)
         self.runs = MetaRuns(problem)
+        self.round_runs = int(num_runs)
+        self.share = check_runs(self.round_runs, runs)
         self.base_seed = int(seed)
         self.round_index = int(round_index)
-        self.stream = stream
         self.render_mode = None
         self._actions: np.ndarray | None = None
-        super().__init__(num_runs, problem.observation_space, problem.actions.space())
+        super().__init__(len(self.share), problem.observation_space, problem.actions.space())
 
     def reset(self) -> np.ndarray:
-        key = [self.base_seed, self.round_index] + ([] if self.stream is None else [self.stream])
-        rng = np.random.default_rng(key)
-        obs = self.runs.start(self.num_envs, rng)
+        rng = np.random.default_rng([self.base_seed, self.round_index])
+        obs = self.runs.start(self.round_runs, rng, self.share)
         self.reset_infos = [dict(info) for info in self.runs.reset_infos]
         return obs
 

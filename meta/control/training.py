@@ -34,7 +34,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-from meta.control.parallel import make_meta_vec_env
+from meta.control.parallel import make_meta_vec_env, resolve_workers
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
 from rolloutlab.config import ConfigError, from_dict, save_yaml, to_dict
 from rolloutlab.logs import announce_resume, make_logger
@@ -148,7 +148,13 @@ class MetaTrainConfig:
         agent: The SB3 meta-agent.
         episodes: Meta-episodes (inner runs) to train on; rounded up to a multiple of ``runs_per_round``.
         runs_per_round: B, inner runs advanced together (batched in one learner per worker).
-        workers: W, local worker processes sharing each round's runs (1 = in-process).
+        workers: W, local worker processes sharing each round's runs: 0 (the default) means one per available core,
+            at most ``runs_per_round`` (:func:`meta.control.parallel.resolve_workers`); 1 runs them in-process.
+            Every worker draws the whole round and builds its own share of it, so the inner runs, and with an inner
+            learner whose runs are independent the whole run, do not depend on W (:mod:`meta.control.parallel`):
+            bit for bit with Dyna-DQN's per-run world models, to float32 rounding with its run-axis model
+            (``batched_models``).
+            ``meta_training.json`` records the count used (``workers``).
         ray_address: Ray cluster address; if set, the W workers are Ray actors (needs the ``distributed`` extra).
         seed: Seeds the meta-agent and every round's physics / inner seeds.
     """
@@ -158,17 +164,30 @@ class MetaTrainConfig:
     agent: MetaAgentConfig = field(default_factory=MetaAgentConfig)
     episodes: int = 300
     runs_per_round: int = 10
-    workers: int = 1
+    workers: int = 0
     ray_address: str | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         self.env = meta_problem_config(self.env)
-        if self.episodes < 1 or self.runs_per_round < 1 or self.workers < 1:
+        for name in ("episodes", "runs_per_round"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.workers <= self.runs_per_round:
             raise ValueError(
-                "meta-training needs episodes, runs_per_round and workers >= 1, got "
-                f"{self.episodes}, {self.runs_per_round}, {self.workers}"
+                f"workers must be between 0 (one per core) and runs_per_round={self.runs_per_round} (each worker "
+                f"holds at least one run of a round), got {self.workers}"
             )
+
+    def outcome_settings(self) -> dict[str, Any]:
+        """The settings the results depend on, as plain data: all but ``workers`` and ``ray_address``, which say only
+        where the inner runs execute (what a run resumed with other settings must still match)."""
+        return {k: v for k, v in to_dict(self).items() if k not in ("workers", "ray_address")}
+
+    @property
+    def resolved_workers(self) -> int:
+        """W as run on this machine (``workers``, or for 0 one per available core, at most ``runs_per_round``)."""
+        return resolve_workers(self.workers, self.runs_per_round)
 
     @property
     def rounds(self) -> int:
@@ -281,13 +300,20 @@ class MetaTrainer:
         self.rounds_done = 0
         self.wall_seconds = 0.0
         self.sessions = 0
+        #: The worker count of the latest session (what ``workers`` resolved to on its machine).
+        self.workers = cfg.resolved_workers
         self._session_start: float | None = time.perf_counter()
         self.model: BaseAlgorithm | None = None
         self._resume_state: dict[str, Any] | None = None
 
     @classmethod
     def resume(
-        cls, run_dir: str | Path, inner_factory: Any = None, show_progress: bool = True, episodes: int | None = None
+        cls,
+        run_dir: str | Path,
+        inner_factory: Any = None,
+        show_progress: bool = True,
+        episodes: int | None = None,
+        workers: int | None = None,
     ) -> MetaTrainer:
         """A trainer that continues the run saved in ``run_dir`` (same config).
 
@@ -298,12 +324,16 @@ class MetaTrainer:
             episodes: A larger final size than the saved one extends a run (finished or not) by more rounds with
                 fresh inner runs; ``None`` keeps the saved size. The agent's schedules (epsilon) are fractions of the
                 new total, so an extension past the exploration phase continues at the final epsilon.
+            workers: The worker count from this session on (``MetaTrainConfig.workers``; the results do not depend
+                on it); ``None`` keeps the saved one.
 
         Raises:
-            ValueError: ``episodes`` is smaller than the saved final size.
+            ValueError: ``episodes`` is smaller than the saved final size, or ``workers`` is out of range.
         """
         envelope = load_checkpoint(Path(run_dir) / CHECKPOINT_NAME, kind=CHECKPOINT_KIND)
         cfg = from_dict(MetaTrainConfig, envelope["config"])
+        if workers is not None and workers != cfg.workers:
+            cfg = dataclasses.replace(cfg, workers=int(workers))
         if episodes is not None and episodes != cfg.episodes:
             if episodes < cfg.episodes:
                 raise ValueError(
@@ -338,6 +368,7 @@ class MetaTrainer:
             "history": self.history,
             "wall_seconds": self._elapsed(),
             "sessions": self.sessions,
+            "workers": self.workers,
         }
         save_checkpoint(self.run_dir / CHECKPOINT_NAME, state, kind=CHECKPOINT_KIND, config=to_dict(self.cfg))
         export_policy(model, self.cfg, self.run_dir / POLICY_NAME)
@@ -356,6 +387,7 @@ class MetaTrainer:
             "inner_env_steps": inner_steps,
             "inner_steps_per_second": inner_steps / wall if wall > 0 else None,
             "sessions": self.sessions,
+            "workers": self.workers,
             "history": self.history,
         }
 
@@ -375,6 +407,8 @@ class MetaTrainer:
         self.rounds_done = int(state["rounds_done"])
         self.wall_seconds = float(state["wall_seconds"])
         self.sessions = int(state["sessions"])
+        # A checkpoint written before the count was saved ran with the count its config names.
+        self.workers = int(state.get("workers", self.cfg.workers or 1))
 
     def load_agent(self) -> BaseAlgorithm:
         """The meta-agent as saved in the run's checkpoint (policy, optimizer, counters, replay buffer), without
@@ -414,8 +448,9 @@ class MetaTrainer:
             self._restore_progress(resume)
             self._session_start = None
             return self.summary()
+        workers = cfg.resolved_workers
         venv = make_meta_vec_env(
-            cfg.env, cfg.runs_per_round, cfg.seed, rounds_done, cfg.workers, cfg.ray_address, self.inner_factory
+            cfg.env, cfg.runs_per_round, cfg.seed, rounds_done, workers, cfg.ray_address, self.inner_factory
         )
         try:
             model = build_agent(cfg, venv)
@@ -426,6 +461,7 @@ class MetaTrainer:
                 # Reset first, then restore the RNG streams: the uninterrupted run saved them after this reset.
                 model._last_obs = venv.reset()  # type: ignore[assignment]
                 restore_rng(resume["rng"], {"action_space": model.action_space.np_random})
+            self.workers = workers  # this session's count (a resumed run may continue on another machine)
             self.sessions += 1
             # One SB3 log for the whole run: a resumed session continues sb3/progress.csv from its checkpoint step.
             resume_step = int(model.num_timesteps) if resume is not None else None

@@ -439,18 +439,23 @@ class GroupSizeProblem(MetaProblem):
         self.trackers: list[GroupSizeFeedback] = []
         self.g: list[int] = []
 
-    def start(self, num_runs: int, rng: np.random.Generator) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+    def start(
+        self, num_runs: int, rng: np.random.Generator, runs: range | None = None
+    ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+        """Draw the domains of all ``num_runs`` runs from ``rng`` and build the trainers of the runs ``runs``
+        (default all); a run's domain carries its seeds, so run ``i`` is the same in any share of the round."""
         cfg = self.config
         if self.warm is None:
             self.warm = WarmStart(cfg)
-        self.domains = draw_domains(cfg, num_runs, rng)
+        domains = draw_domains(cfg, num_runs, rng)
+        self.domains = [domains[i] for i in (range(num_runs) if runs is None else runs)]
         self.trainers, self.held_out = [], []
         for domain in self.domains:
             trainer, held_out = make_trainer(cfg, domain, self.warm)
             self.trainers.append(trainer)
             self.held_out.append(held_out)
-        self.trackers = [GroupSizeFeedback(cfg.max_new_tokens) for _ in range(num_runs)]
-        self.g = [int(cfg.g_init)] * num_runs
+        self.trackers = [GroupSizeFeedback(cfg.max_new_tokens) for _ in self.domains]
+        self.g = [int(cfg.g_init)] * len(self.domains)
         j0 = np.asarray([t.evaluate(h) for t, h in zip(self.trainers, self.held_out, strict=True)])
         start = {"budget_fraction": 0.0}
         obs = np.stack([rlvr_featurize(start, cfg.g_init, float(j), float(j), self.g_max) for j in j0])

@@ -29,7 +29,14 @@ def train(
     phase: Annotated[int, typer.Option(min=1, help="Env steps between decisions (P).")] = 5_000,
     episodes: Annotated[int, typer.Option(min=1, help="Meta-training episodes (inner runs).")] = 300,
     runs_per_round: Annotated[int, typer.Option(min=1, help="Inner runs batched together (B).")] = 10,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing each round's runs.")] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Worker processes sharing each round's runs: 0 one per available core (at most --runs-per-round), "
+            "1 in-process. The results do not depend on it (--resume takes it too).",
+        ),
+    ] = 0,
     ray: Annotated[str | None, typer.Option("--ray", help="Ray address; workers become Ray actors.")] = None,
     k_cap: Annotated[int, typer.Option(min=0, help="Largest rollout length.")] = 32,
     action_set: Annotated[
@@ -58,9 +65,11 @@ def train(
 
     if resume is not None:
         try:
-            trainer = MetaTrainer.resume(resume)
+            trainer = MetaTrainer.resume(resume, workers=workers)
         except CheckpointError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        except ValueError as exc:  # a --workers the saved run's rounds cannot take
+            raise typer.BadParameter(str(exc), param_hint="--workers") from exc
         run_dir = resume
     else:
         overrides: dict[str, Any] = {
@@ -90,7 +99,8 @@ def train(
     summary = trainer.train()
     typer.echo(
         f"meta-trained {summary['episodes_done']} episodes in {summary['wall_seconds']:.0f}s "
-        f"({summary['inner_steps_per_second'] or 0:.0f} inner env-steps/s); policy: {run_dir / 'meta_policy.pt'}"
+        f"({summary['inner_steps_per_second'] or 0:.0f} inner env-steps/s, {summary['workers']} worker(s)); "
+        f"policy: {run_dir / 'meta_policy.pt'}"
     )
 
 

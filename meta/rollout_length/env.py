@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,6 +46,7 @@ from meta.rollout_length.actions import DEFAULT_K_GRID, MetaActions
 from meta.rollout_length.features import CLIP, FEATURE_NAMES, FeatureScales, featurize
 from meta.rollout_length.inner import DynaFactory, InnerFactory, InnerLearner
 from meta.rollout_length.toy import ToyFactory
+from rolloutlab.seeding import run_seed
 
 
 @dataclass
@@ -278,39 +279,53 @@ class RolloutLengthProblem(MetaProblem):
         self.physics: list[dict[str, float]] = []
         self.model_errors: list[dict[str, float]] = []
 
-    def start(self, num_runs: int, rng: np.random.Generator) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+    def start(
+        self, num_runs: int, rng: np.random.Generator, runs: range | None = None
+    ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+        """Draw the physics (or model errors) of all ``num_runs`` runs and the round's inner seed from ``rng``, then
+        build one learner for the runs ``runs`` (default all) with the per-run seeds those runs have in a learner of
+        all ``num_runs`` (:func:`rolloutlab.seeding.run_seed`), so a worker's share of the round trains the same runs.
+        """
         cfg = self.config
+        runs = range(num_runs) if runs is None else runs
+        physics: list[dict[str, float]]
         if cfg.model == "simulator":
-            self.physics = [{} for _ in range(num_runs)]
-            self.model_errors = [cfg.draw_model_error(rng) for _ in range(num_runs)]
-            seed = int(rng.integers(0, 2**31 - 1))
-            env_fns = [functools.partial(gym.make, cfg.env_id) for _ in range(num_runs)]
-            models = [simulator_model(error) for error in self.model_errors]
-            self.learner = self.inner_factory(env_fns, seed, models=models)
+            physics = [{} for _ in range(num_runs)]
+            errors = [cfg.draw_model_error(rng) for _ in range(num_runs)]
         else:
             if cfg.randomize_physics:
                 assert self.sampler is not None
-                self.physics = [self.sampler.sample(rng) for _ in range(num_runs)]
+                physics = [self.sampler.sample(rng) for _ in range(num_runs)]
             else:
                 base = dict(NOMINAL_PHYSICS[cfg.env_id])
                 base.update(cfg.physics or {})
-                self.physics = [dict(base) for _ in range(num_runs)]
-            self.model_errors = [{} for _ in range(num_runs)]
-            seed = int(rng.integers(0, 2**31 - 1))
-            self.learner = self.inner_factory([env_factory(cfg.env_id, p) for p in self.physics], seed)
+                physics = [dict(base) for _ in range(num_runs)]
+            errors = [{} for _ in range(num_runs)]
+        seed = int(rng.integers(0, 2**31 - 1))
+        self.physics = [physics[i] for i in runs]
+        self.model_errors = [errors[i] for i in runs]
+        run_seeds = [run_seed(seed, i) for i in runs]
+        env_fns: list[Callable[[], gym.Env]]
+        if cfg.model == "simulator":
+            env_fns = [functools.partial(gym.make, cfg.env_id) for _ in runs]
+            models = [simulator_model(error) for error in self.model_errors]
+            self.learner = self.inner_factory(env_fns, seed, run_seeds=run_seeds, models=models)
+        else:
+            env_fns = [env_factory(cfg.env_id, p) for p in self.physics]
+            self.learner = self.inner_factory(env_fns, seed, run_seeds=run_seeds)
         self.driver = RolloutLengthDriver(
-            [MetaActionController(cfg.k_init, self.actions) for _ in range(num_runs)],
+            [MetaActionController(cfg.k_init, self.actions) for _ in runs],
             k_cap=cfg.k_cap,
             k_init=cfg.k_init,
         )
         start_feedback = {"budget_fraction": 0.0}
         j0 = cfg.initial_return
-        obs = np.stack([featurize(start_feedback, cfg.k_init, j0, j0, self.scales) for _ in range(num_runs)])
+        obs = np.stack([featurize(start_feedback, cfg.k_init, j0, j0, self.scales) for _ in runs])
         infos = [
             {"k": int(cfg.k_init), "physics": dict(p), "model_error": dict(e)}
             for p, e in zip(self.physics, self.model_errors, strict=True)
         ]
-        return obs, infos, np.full(num_runs, j0)
+        return obs, infos, np.full(len(runs), j0)
 
     def run_phase(self, actions: np.ndarray, t: int) -> tuple[list[Feedback], np.ndarray]:
         if self.learner is None or self.driver is None:

@@ -34,6 +34,7 @@ from meta.control import BudgetLinear, RandomMetaPolicy, RolloutLengthController
 from meta.rollout_length.env import MetaEnvConfig
 from meta.rollout_length.inner import InnerFactory
 from rolloutlab.checkpoint import atomic_write_json, load_checkpoint, save_checkpoint
+from rolloutlab.seeding import run_seed
 from rolloutlab.statistics import mean_with_stderr
 
 #: Checkpoint kind of :func:`run_arms` (v2: the rollout-length driver's state replaces controllers/ks/feedback).
@@ -161,7 +162,7 @@ def run_arms(
     indices = range(first_run, first_run + runs)
     controllers = [arm_controller(arm, config, seed * 1_000 + i) for arm in arms for i in indices]
     total = len(controllers)
-    run_seeds = [seed * 10_000 + i for _ in arms for i in indices]
+    run_seeds = [run_seed(seed, i) for _ in arms for i in indices]
     factory = inner_factory or config.inner_factory()
     learner: Any = factory([env_factory(config.env_id, physics) for _ in range(total)], seed, run_seeds)
     driver = RolloutLengthDriver(controllers, k_cap=config.k_cap, k_init=config.k_init)
@@ -274,18 +275,18 @@ def run_dqn_zoo(
             finals = [float(x) for x in saved["finals"]][:runs]
             seconds_before = float(saved["seconds"])
     for i in range(len(finals), runs):
-        run_seed = seed * 10_000 + i
+        inner_seed = run_seed(seed, i)
         model = DQN(
             "MlpPolicy",
             make_perturbed(env_id, physics),
             policy_kwargs={"net_arch": net_arch},
-            seed=run_seed,
+            seed=inner_seed,
             device="cpu",
             **hyper,
         )
         model.learn(budget)
         eval_env = Monitor(make_perturbed(env_id, physics))
-        eval_env.reset(seed=run_seed * 1_000 + 7)
+        eval_env.reset(seed=inner_seed * 1_000 + 7)
         returns, _ = evaluate_policy(
             model, eval_env, n_eval_episodes=final_episodes, deterministic=True, return_episode_rewards=True
         )

@@ -21,6 +21,7 @@ import numpy as np
 
 from meta.rollout_length.inner import EnvFn
 from rolloutlab.run_state import generator_state, set_generator_state
+from rolloutlab.seeding import run_seed
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ToyFactory:
     ) -> ToyInnerLearner:
         if models is not None:
             raise ValueError("the toy inner learner has no world model; it takes no models")
-        seeds = list(run_seeds) if run_seeds is not None else [seed * 10_000 + i for i in range(len(env_fns))]
+        seeds = list(run_seeds) if run_seeds is not None else [run_seed(seed, i) for i in range(len(env_fns))]
         return ToyInnerLearner(seeds, self)
 
 

@@ -80,7 +80,7 @@ def test_learned_controller_reproduces_the_meta_policy_in_the_meta_env(trained: 
         }
         for t in range(5)
     ]
-    env = RolloutLengthEnv(trainer.cfg.env, inner_factory=lambda fns, seed: Scripted(rows))
+    env = RolloutLengthEnv(trainer.cfg.env, inner_factory=lambda fns, seed, **_: Scripted(rows))
     obs, _ = env.reset(seed=0)
     assert trainer.model is not None
     env_ks = []

@@ -76,7 +76,7 @@ def test_reward_telescopes_to_the_final_return() -> None:
     for j0 in (None, 0.0):
         learner.phase = 0
         cfg = MetaEnvConfig(budget=500, phase_length=100, j_initial=j0, randomize_physics=False, k_init=0)
-        env = RolloutLengthEnv(cfg, inner_factory=lambda env_fns, seed: learner)
+        env = RolloutLengthEnv(cfg, inner_factory=lambda env_fns, seed, **_: learner)
         obs, _ = env.reset(seed=0)
         assert obs[FEATURE_NAMES.index("j")] == pytest.approx(cfg.initial_return / 200)
         total, done, steps = 0.0, False, 0

@@ -1,7 +1,11 @@
-"""Meta-training: a short run, kill-with-SIGKILL-and-resume equality, a 2-worker process pool, PPO option."""
+"""Meta-training: a short run, kill-with-SIGKILL-and-resume equality, a 2-worker process pool, PPO option.
+
+Runs here are in-process (``workers=1``) unless a test is about the worker pool (``tests/meta/test_meta_workers.py``
+holds the default, one worker per core): a pool's processes take seconds to start."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -32,6 +36,7 @@ from rolloutlab.config import to_dict
 def _config(delay: float = 0.0, **kwargs: object) -> MetaTrainConfig:
     env = MetaEnvConfig(budget=500, phase_length=100, inner="toy", toy={"delay": delay})
     agent = MetaAgentConfig(learning_starts=20, net_arch=[16])
+    kwargs.setdefault("workers", 1)
     return MetaTrainConfig(env=env, agent=agent, **kwargs)  # type: ignore[arg-type]
 
 
@@ -85,9 +90,11 @@ def _policy(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path) -> None:
-    cfg = _config(delay=0.05, episodes=20, runs_per_round=4)
+    """Killed and resumed with two worker processes, against an uninterrupted run in one process: the same policy
+    and history (a round's runs do not depend on the worker count, and resume restarts at a round boundary)."""
+    cfg = _config(delay=0.05, episodes=20, runs_per_round=4, workers=2)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    MetaTrainer(cfg, straight, show_progress=False).train()
+    MetaTrainer(dataclasses.replace(cfg, workers=1), straight, show_progress=False).train()
 
     code = (
         "import json, sys\n"
@@ -109,7 +116,7 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path) -> None:
     assert 1 <= rounds_at_kill < cfg.rounds
 
     summary = MetaTrainer.resume(killed, show_progress=False).train()
-    assert summary["episodes_done"] == 20 and summary["sessions"] == 2
+    assert summary["episodes_done"] == 20 and summary["sessions"] == 2 and summary["workers"] == 2
     a, b = _policy(straight), _policy(killed)
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -120,8 +127,8 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path: Path) -> None:
 
 
 def test_split_runs() -> None:
-    assert split_runs(5, 2) == [3, 2]
-    assert split_runs(4, 4) == [1, 1, 1, 1]
+    assert split_runs(5, 2) == [range(0, 3), range(3, 5)]
+    assert split_runs(4, 4) == [range(i, i + 1) for i in range(4)]
     with pytest.raises(ValueError):
         split_runs(2, 3)
 
@@ -133,7 +140,7 @@ def test_two_worker_process_pool(tmp_path: Path) -> None:
         obs = venv.reset()
         assert obs.shape == (4, len(FEATURE_NAMES))
         gravities = [info["physics"]["gravity"] for info in venv.reset_infos]
-        assert len(set(gravities)) == 4  # each worker draws its own physics stream
+        assert len(set(gravities)) == 4  # every run of the round has its own physics
         for _ in range(3):
             venv.step_async(np.array([StepAction.UP, StepAction.UP, StepAction.DOWN, StepAction.NOOP]))
             obs, _rewards, dones, infos = venv.step_wait()

@@ -212,24 +212,22 @@ def test_a_rollout_length_policy_is_refused_by_the_rlvr_controller(tmp_path: Pat
 
 
 def test_worker_processes_run_the_rlvr_meta_mdp_like_one_process() -> None:
-    from meta.control.parallel import ProcessMetaVecEnv, split_runs
+    from meta.control.parallel import ProcessMetaVecEnv
 
     pooled = ProcessMetaVecEnv(TINY, num_runs=2, workers=2, seed=9)
     try:
-        pooled.reset()
-        # Worker w runs its chunk as a MetaVecEnv with stream w: the same runs one process makes with that stream.
-        alone = [MetaVecEnv(TINY, num_runs=n, seed=9, stream=w) for w, n in enumerate(split_runs(2, 2))]
-        for venv in alone:
-            venv.reset()
+        # Each worker draws the whole round and builds its share: the runs one process makes with all of them.
+        whole = MetaVecEnv(TINY, num_runs=2, seed=9)
+        np.testing.assert_array_equal(pooled.reset(), whole.reset())
+        assert pooled.reset_infos == whole.reset_infos
         for _ in range(TINY.phases):
             pooled.step_async(np.asarray([1, 0]))
-            _, rewards, dones, infos = pooled.step_wait()
-            expected = []
-            for venv, action in zip(alone, ([1], [0]), strict=True):
-                venv.step_async(np.asarray(action))
-                expected.append(venv.step_wait())
-            assert list(rewards) == [float(e[1][0]) for e in expected]
-            assert [i["feedback"] for i in infos] == [e[3][0]["feedback"] for e in expected]
+            whole.step_async(np.asarray([1, 0]))
+            obs, rewards, dones, infos = pooled.step_wait()
+            expected_obs, expected_rewards, _, expected_infos = whole.step_wait()
+            np.testing.assert_array_equal(obs, expected_obs)
+            assert list(rewards) == list(expected_rewards)
+            assert [i["feedback"] for i in infos] == [i["feedback"] for i in expected_infos]
         assert dones.all()
     finally:
         pooled.close()

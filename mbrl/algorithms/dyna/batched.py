@@ -50,6 +50,7 @@ from mbrl.run_batched_env import RunBatchedModelEnv
 from mbrl.termination import TerminationFn, termination_fn
 from rolloutlab.device import resolve_device
 from rolloutlab.run_state import EpisodeReplay, generator_state, set_generator_state
+from rolloutlab.seeding import run_seed
 
 __all__ = ["BatchedDynaDQN", "EnvFn"]
 
@@ -63,8 +64,8 @@ class BatchedDynaDQN:
         env_fns: One environment factory per run (runs may use differently perturbed physics). Discrete actions and a
             flat Box observation are required.
         cfg: Settings shared by all runs.
-        seed: Base seed; run ``i`` uses ``run_seeds[i]`` (default ``seed * 10_000 + i``) for its networks, env,
-            world model and generator.
+        seed: Base seed; run ``i`` uses ``run_seeds[i]`` (default :func:`rolloutlab.seeding.run_seed`,
+            ``seed * 10_000 + i``) for its networks, env, world model and generator.
         run_seeds: Explicit per-run seeds (e.g. to reproduce run 3 of a batch on its own, or to pair arms).
         termination: Known termination function for the imagined rollouts; default: looked up from the env id
             (:func:`mbrl.termination.termination_fn`), else the model's learned termination head.
@@ -98,7 +99,7 @@ class BatchedDynaDQN:
             raise ValueError("need at least one env factory")
         self.cfg = cfg
         self.num_runs = b = len(env_fns)
-        default_seeds = [seed * 10_000 + i for i in range(b)]
+        default_seeds = [run_seed(seed, i) for i in range(b)]
         self.run_seeds = [int(s) for s in run_seeds] if run_seeds is not None else default_seeds
         self.compute_matched = [bool(c) for c in compute_matched] if compute_matched is not None else [False] * b
         overrides = list(models) if models is not None else [None] * b
