@@ -26,8 +26,9 @@ from other work hits both alike, and the ratio of medians (B / A) is the result.
   steps in four phases with K = 0, 2, 4, 8 and a refit every half budget), per meta-episode (round seconds / runs):
   each run's world model fitted and looked ahead in on its own (A, today's default) against all runs' models as one
   batched network (B, ``DynaConfig(batched_models=True)``); whole rounds, alternating which goes first, no warm-up.
-  Also ``two_workers``: the same rounds through meta-training's vector env, one process with per-run models (A)
-  against two worker processes with the batched model (B), per meta-episode (the target counts both cores).
+* ``meta_workers``: the same rounds through meta-training's vector env, one process with per-run models (A, the
+  former default) against two worker processes with the batched model (B, the default now), per meta-episode (the
+  target counts both cores).
 * ``bf16``: the ``ModelConfig(precision="bf16")`` opt-in against float32 (A), both today's code: fit steps (Dyna's
   5 x 3 x 64 and MBPO's 7 x 4 x 200, fused Adam on both sides) and one PETS plan as in ``pets`` (the same weights).
   A check that the opt-in runs and what it costs here, with short settings; whether it changes learning is for
@@ -72,11 +73,16 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The code measured as A: the last commit before the float32 planner, the fused model fits and the SAC backends.
 BASELINE = "a4f6780ea25c19e252217be87600c7e1a7c28302"
-PARTS = ("pets", "fit", "fit_rule", "rollout", "sac", "meta_round", "bf16")
+PARTS = ("pets", "fit", "fit_rule", "rollout", "sac", "meta_round", "meta_workers", "bf16")
 #: The meta-training preset whose inner learner ``meta_round`` times.
 META_PRESET = REPO / "experiments" / "meta" / "presets" / "acrobot_gate_8k_converged.yaml"
 #: The targets (B / A ratio or absolute ms) each part is judged against.
-TARGETS = {"pets": {"ratio": 0.6, "ms": 16.0}, "sac": {"ratio": 0.7}, "meta_round": {"speedup": 3.0}}
+TARGETS = {
+    "pets": {"ratio": 0.6, "ms": 16.0},
+    "sac": {"ratio": 0.7},
+    "meta_round": {"speedup": 3.0},
+    "meta_workers": {"speedup": 3.0},
+}
 DYNA_ARCH = ModelConfig(ensemble_size=5, num_elites=3, hidden_size=64, num_layers=3)
 PETS_ARCH = ModelConfig(ensemble_size=5, num_elites=5, hidden_size=64, num_layers=3)
 MBPO_ARCH = ModelConfig()
@@ -90,15 +96,15 @@ class Args:
     """Command line (each field a ``--flag``)."""
 
     parts: str = ",".join(PARTS)
-    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac, meta_round, bf16)"""
+    """comma-separated parts to time (pets, fit, fit_rule, rollout, sac, meta_round, meta_workers, bf16)"""
     repeats: int = 15
     """timed pairs per measurement (the medians are over these)"""
     out: Path = RESULTS / "speed.json"
     """where the JSON goes"""
     round_runs: int = 8
-    """meta_round: inner runs per round (B; meta-training's ``runs_per_round``)"""
+    """meta_round, meta_workers: inner runs per round (B; meta-training's ``runs_per_round``)"""
     round_budget: int = 1200
-    """meta_round: env steps per inner run (four phases; the preset's runs take 8000)"""
+    """meta_round, meta_workers: env steps per inner run (four phases; the preset's runs take 8000)"""
 
 
 def baseline_module(path: str) -> types.ModuleType:
@@ -452,10 +458,19 @@ def time_meta_round(runs: int, budget: int, repeats: int) -> dict[str, Any]:
         f"{META_PRESET.name}'s learner, B = {runs} runs of {budget} steps, phases of {phase} with K = {schedule}, "
         f"refit every {budget // 2} steps; one process, one thread"
     )
-    # The target counts both cores (meta-training's worker processes); this is one process on one core.
-    result = rounds_per_meta_episode(round_(False), round_(True), repeats, runs, settings)
-    result["two_workers"] = time_meta_rounds_on_workers(env, runs, budget, schedule, repeats)
-    return result
+    # The target counts both cores (meta-training's worker processes); this is one process on one core (the part
+    # ``meta_workers`` times both cores).
+    return rounds_per_meta_episode(round_(False), round_(True), repeats, runs, settings)
+
+
+def time_meta_workers(runs: int, budget: int, repeats: int) -> dict[str, Any]:
+    from meta.control.training import MetaTrainConfig
+    from meta.rollout_length.env import MetaEnvConfig
+    from rolloutlab.config import load_yaml
+
+    env = load_yaml(MetaTrainConfig, META_PRESET).env
+    assert isinstance(env, MetaEnvConfig), f"{META_PRESET} is not a rollout-length preset"
+    return time_meta_rounds_on_workers(env, runs, budget, [0, 2, 4, 8], repeats)
 
 
 def rounds_per_meta_episode(
@@ -553,6 +568,7 @@ def main(args: Args | None = None) -> dict[str, Any]:
         "rollout": lambda: time_rollout(old, args.repeats),
         "sac": lambda: time_sac(args.repeats),
         "meta_round": lambda: time_meta_round(args.round_runs, args.round_budget, args.repeats),
+        "meta_workers": lambda: time_meta_workers(args.round_runs, args.round_budget, args.repeats),
         "bf16": lambda: time_bf16(args.repeats),
     }
     for part in parts:
@@ -564,7 +580,11 @@ def main(args: Args | None = None) -> dict[str, Any]:
         report["parts"][part]["load_average"] = [load_before, os.getloadavg()[0]]
         report["parts"][part]["command"] = (
             f"OMP_NUM_THREADS=1 nice -n 10 python experiments/speed.py --parts {part} --repeats {args.repeats}"
-            + (f" --round-runs {args.round_runs} --round-budget {args.round_budget}" if part == "meta_round" else "")
+            + (
+                f" --round-runs {args.round_runs} --round-budget {args.round_budget}"
+                if part in ("meta_round", "meta_workers")
+                else ""
+            )
         )
         print(part, f"{time.perf_counter() - started:.0f} s", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
