@@ -66,6 +66,9 @@ class Args:
     """internal: run one unit ``ARM:SEED`` in this process (the driver starts these)"""
     code_root: str = ""
     """internal: the source tree the unit imports"""
+    side_by_side: bool = False
+    """run a seed's arms at the same time, one process each (on a quiet machine with a core per arm, so that every
+    arm meets the same machine state)"""
 
 
 def run_unit(arm: str, seed: int, steps: int) -> dict[str, Any]:
@@ -234,25 +237,33 @@ def main() -> None:
     UNITS.mkdir(parents=True, exist_ok=True)
     base: Path | None = None
     for seed in args.seeds:
-        for arm in args.arms:
-            path = UNITS / f"{arm}__{seed}.json"
-            if path.exists() and json.loads(path.read_text())["env_steps"] == args.steps:
-                continue
-            if arm == "baseline" and base is None:
-                base = baseline_tree()
+        todo = [
+            arm
+            for arm in args.arms
+            if not (UNITS / f"{arm}__{seed}.json").exists()
+            or json.loads((UNITS / f"{arm}__{seed}.json").read_text())["env_steps"] != args.steps
+        ]
+        if "baseline" in todo and base is None:
+            base = baseline_tree()
+        started = []
+        for arm in todo:
             root = str(base) if arm == "baseline" else str(REPO)
             # The unit imports from its own tree: this file is run from the current tree, the packages from ``root``.
             env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
-            done = subprocess.run(
-                [sys.executable, __file__, "--unit", f"{arm}:{seed}", "--code-root", root, "--steps", str(args.steps)],
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-                cwd=root,
+            command = [sys.executable, __file__, "--unit", f"{arm}:{seed}", "--code-root", root]
+            process = subprocess.Popen(
+                [*command, "--steps", str(args.steps)], env=env, stdout=subprocess.PIPE, text=True, cwd=root
             )
-            unit = json.loads(done.stdout.strip().splitlines()[-1])
-            atomic_write_json(path, unit)
+            started.append((arm, process))
+            if not args.side_by_side:
+                process.wait()
+        for arm, process in started:
+            stdout, _ = process.communicate()
+            if process.returncode:
+                raise SystemExit(f"the {arm} unit of seed {seed} failed (exit {process.returncode})")
+            unit = json.loads(stdout.strip().splitlines()[-1])
+            unit["side_by_side"] = args.side_by_side
+            atomic_write_json(UNITS / f"{arm}__{seed}.json", unit)
             print(f"{arm} seed {seed}: {unit['cpu_s_per_1k_env_steps']:.0f} CPU-s per 1k env steps", flush=True)
     summary = summarize(args.steps)
     print(json.dumps({arm: a["median_cpu_s_per_1k_env_steps"] for arm, a in summary["arms"].items()}))
