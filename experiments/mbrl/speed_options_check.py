@@ -4,6 +4,8 @@ r"""Do the speed options change what the learners learn? Short re-runs under the
   fused model fits and ``min_train_epochs: 20``, 10 seeds) against the committed default arm
   (``sample_efficiency_Pendulum-v1.json``, the same seeds): steps to the -200 threshold, the paired difference per seed
   (fast minus default) with a paired-bootstrap 95% interval of its median, and each arm's median with its interval.
+* **bf16 on Pendulum MBPO** (``sample_efficiency_Pendulum-v1_fast_bf16.json``: the same fast options plus
+  ``model.precision: bf16``) against the fast options alone, paired the same way.
 * **The Dyna gate at 8k steps** (``gate_8k_converged_batched.json``: the committed gate's command with
   ``--batched-models``, its first 20 runs) against the committed per-run gate's first 20 runs (``gate_8k_converged``,
   the same run seeds): per arm the IQM with its interval for both, the paired difference in IQM with its interval, and
@@ -38,7 +40,8 @@ def _interval(estimate: Any) -> list[float]:
 
 
 def pendulum_mbpo(committed: dict[str, Any], fast: dict[str, Any], arm: str = "mbpo:fixed:1") -> dict[str, Any]:
-    """Steps to threshold of ``arm`` in the committed and the fast file, paired by seed."""
+    """Steps to threshold of ``arm`` in a reference file (``committed``) and a file under options (``fast``), paired
+    by seed; ``options`` are the MBPO overrides of the latter."""
     seeds = [s for s in fast["entry"]["seeds"] if s in committed["entry"]["seeds"]]
     a = dict(zip(committed["entry"]["seeds"], committed["entry"]["arms"][arm]["steps_to_threshold"], strict=True))
     b = dict(zip(fast["entry"]["seeds"], fast["entry"]["arms"][arm]["steps_to_threshold"], strict=True))
@@ -95,6 +98,10 @@ def main() -> dict[str, Any]:
         "command": "python experiments/mbrl/speed_options_check.py",
         "pendulum_mbpo": pendulum_mbpo(
             read("sample_efficiency_Pendulum-v1.json"), read("sample_efficiency_Pendulum-v1_fast.json")
+        ),
+        # bf16 on top of the fast options, against the fast options alone: the effect of the precision by itself.
+        "pendulum_mbpo_bf16": pendulum_mbpo(
+            read("sample_efficiency_Pendulum-v1_fast.json"), read("sample_efficiency_Pendulum-v1_fast_bf16.json")
         ),
         "dyna_gate_8k": dyna_gate(gate, read("gate_8k_converged_batched.json"), seed=2, reps=2000),
         "pets_float32": "experiments/mbrl/results/pets_float32.json",
