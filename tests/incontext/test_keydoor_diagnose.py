@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -17,7 +18,8 @@ from experiments.incontext.matched_protocol import agent_config, amago_config
 from meta.incontext.agent import Batch, InContextAgent
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.replay import Trajectory
-from meta.incontext.trainer import InContextTrainer, ema_rate
+from meta.incontext.tasks import task_env_fns
+from meta.incontext.trainer import InContextTrainer, ema_rate, run_rollouts
 from meta.incontext.value_scale import symexp, symlog
 
 # --- the reward scale stays out of the actor term -----------------------------------------------------------------
@@ -177,8 +179,38 @@ def test_diagnosis_script_reports_epsilons_values_behaviour_and_the_acting_gap(
     first = out["epsilons"][0]
     assert all(f >= last for f, last in zip(first["first_step"], first["last_step"], strict=True))
     assert out["updates"] > 0 and "train/entropy" in out["updates_log"][-1]
+    gammas = out["config"]["agent"]["gammas"]
     assert set(out["behaviour"]) == {"online_greedy", "online_sampled", "eval_weights_greedy",
-                                     "eval_weights_sampled", "random", "explorer"}  # fmt: skip
+                                     "eval_weights_sampled", "random", "explorer",
+                                     *(f"q_greedy_gamma{g}" for g in gammas)}  # fmt: skip
+    # The critic plays the same tasks by argmax-Q under each discount, beside the actor's greedy play.
+    assert set(out["q_greedy"]) == {"actor_greedy", *(f"gamma{g}" for g in gammas)}
+    assert out["q_greedy"]["actor_greedy"] == out["behaviour"]["eval_weights_greedy"]["return_mean"]
+    against = out["actor_against_critic"]["actor_greedy_steps"]
+    assert 0.0 <= against["actor_agrees_with_q"] <= 1.0 and sum(against["q_argmax_shares"]) == pytest.approx(1.0)
+    assert sum(against["q_offset_per_action"]) == pytest.approx(0.0, abs=1e-5)
     assert out["behaviour"]["explorer"]["return_mean"] > out["behaviour"]["random"]["return_mean"]
     # Acting one step at a time sees exactly what the training pass sees.
     assert max(out["acting_matches_training"].values()) < 1e-4
+
+
+def test_q_greedy_actor_plays_the_critics_argmax_and_the_comparison_reads_it() -> None:
+    """Critics pinned to rank action 1 first whatever the state: the critic's greedy play takes action 1 on every
+    step, and the actor-against-critic comparison sees the critic's argmax and its per-action offsets."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    torch.manual_seed(0)
+    config = AgentConfig(d_model=8, head_hidden=8, context_len=16, n_bins=15, bin_low=0.0, bin_range=4.0)
+    agent = InContextAgent(3 + 4 + 2, 4, config)
+    _pinned_critics(agent, [2, 9, 5, 4])
+    view = script.QGreedyActor(agent, gamma_index=0)
+    venv = gym.vector.SyncVectorEnv(
+        task_env_fns("keydoor", 2, keydoor_size=3, keydoor_episode_steps=5, keydoor_trial_steps=10)
+    )
+    trajectories = run_rollouts(view, venv, [1, 2], None, np.random.default_rng(0))
+    venv.close()
+    assert all((t.actions == 1).all() for t in trajectories)
+    out = script.actor_against_critic(agent, trajectories)
+    assert out["q_argmax_shares"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
+    offsets = out["q_offset_per_action"]
+    assert offsets[1] == max(offsets) and out["q_state_spread"] == pytest.approx(0.0, abs=1e-4)
+    assert out["q_action_spread"] > 0
