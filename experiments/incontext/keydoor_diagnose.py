@@ -17,6 +17,8 @@ records, besides the run itself:
   ``actor_agrees_with_q`` is the share of the actor's greedy steps whose action is also argmax-Q of the acting
   discount, and ``q_action_spread`` the mean over those steps of ``max_a Q - min_a Q`` (env reward units) beside the
   spread of one action's Q across states, which tells a state-dependent ranking from a per-action offset;
+* ``memory_use``: on random play, the steps whose next target (key, or door when holding the key) an earlier step
+  of the trial revealed: the share where the actor's, and the critic's, greedy action moves toward it, beside chance;
 * ``acting_matches_training``: the policy logits of the greedy evaluation's own trajectories recomputed by the
   training pass (one whole-trial forward from step 0, as the loss sees them) against those the agent acted with one
   step at a time through its cache: the same inputs (previous action and reward, reset flag, time in the trial), the
@@ -75,6 +77,12 @@ class Args:
     """Checkpoint folder (a killed run resumes); ``None``: in memory only."""
     out: str | None = None
     """Where the JSON goes (default: printed only)."""
+    replay_only_updates: int = 0
+    """After the run: this many more updates on its replay alone (no new data, the peak learning rate), probing
+    ``memory_use`` on the online weights every ``probe_every`` updates: does more training on the same data teach
+    the critic to head for remembered targets (then updates are the bottleneck), or not (then data or the model)?"""
+    probe_every: int = 1000
+    """Updates between two probes of ``replay_only_updates``."""
     train_override: list[str] = dataclasses.field(default_factory=list)
     """``FIELD=VALUE`` overrides of the setting's TrainConfig (YAML values), as in ``keydoor_gate.py``."""
     agent_override: list[str] = dataclasses.field(default_factory=list)
@@ -217,6 +225,67 @@ def actor_against_critic(agent: InContextAgent, trajectories: list[Trajectory]) 
     }
 
 
+def remembered_targets(traj: Trajectory, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every step of one key-door trial: the agent's cell ``(T, 2)`` and the cell it must reach next, when an
+    earlier step of the trial has revealed it (``(T, 2)``, valid where the mask ``(T,)`` is true).
+
+    The target is the key while the agent does not hold it and the door while it does; a cell is revealed by a reward
+    on entering it (the cell entered is the step's cell plus its move: a door ends the inner episode, so the next
+    input already shows the start cell). Steps already on the target are left out.
+    """
+    pos = np.rint(traj.obs[:-1, :2] * (size - 1)).astype(int)
+    holding = traj.obs[:-1, 2] > 0.5
+    key = door = None
+    targets = np.zeros_like(pos)
+    known = np.zeros(len(traj), dtype=bool)
+    for t in range(len(traj)):
+        target = door if holding[t] else key
+        if target is not None and not (pos[t] == target).all():
+            targets[t], known[t] = target, True
+        if traj.rewards[t] > 0:
+            entered = np.clip(pos[t] + MOVES[int(traj.actions[t])], 0, size - 1)
+            if holding[t]:
+                door = entered
+            else:
+                key = entered
+    return pos, targets, known
+
+
+def memory_use(agent: InContextAgent, trajectories: list[Trajectory], size: int) -> dict[str, float]:
+    """Does the agent use what the trial has shown? On the steps of ``trajectories`` whose next target (key, or door
+    when holding the key) was revealed earlier in the trial, the share whose greedy action (the actor's, and the
+    critic's argmax-Q, acting discount) moves closer to it, beside chance (the mean share of actions that do).
+
+    A policy that remembers goes toward the target (share near 1); one that ignores its history scores chance.
+    """
+    agent.eval()
+    obs = torch.as_tensor(np.stack([t.obs for t in trajectories]), device=agent.device)
+    with torch.no_grad():
+        features, _ = agent.encode(obs, None, torch.zeros(len(trajectories), dtype=torch.long, device=agent.device))
+        actor = agent.policy_logits(features[:, :-1])[..., -1, :].argmax(-1).cpu().numpy()  # (B, T)
+        critic = agent.q_values(features[:, :-1]).mean(dim=-3)[..., -1, :].argmax(-1).cpu().numpy()
+    toward_actor: list[bool] = []
+    toward_critic: list[bool] = []
+    chance: list[float] = []
+    for row, traj in enumerate(trajectories):
+        pos, targets, known = remembered_targets(traj, size)
+        for t in np.flatnonzero(known):
+            before = np.abs(pos[t] - targets[t]).sum()
+            after = np.abs(np.clip(pos[t] + MOVES, 0, size - 1) - targets[t]).sum(-1)  # (A,) per action
+            closer = after < before
+            toward_actor.append(bool(closer[actor[row, t]]))
+            toward_critic.append(bool(closer[critic[row, t]]))
+            chance.append(float(closer.mean()))
+    if not chance:
+        return {"steps": 0, "actor_toward": float("nan"), "critic_toward": float("nan"), "chance": float("nan")}
+    return {
+        "steps": len(chance),
+        "actor_toward": float(np.mean(toward_actor)),
+        "critic_toward": float(np.mean(toward_critic)),
+        "chance": float(np.mean(chance)),
+    }
+
+
 def acting_gap(agent: InContextAgent, trajectories: list[Trajectory]) -> float:
     """Largest absolute difference between the acting logits (one step at a time, cache) and the training pass's
     logits (one forward over the whole trial from step 0) on the same trajectories, last discount."""
@@ -280,6 +349,17 @@ def main(args: Args) -> dict[str, Any]:
     played["random"] = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
     explorer = KeyDoorExplorer(cfg.keydoor_size)
     played["explorer"] = play(lambda raw, obs: explorer.act(raw.pos, raw.has_key), cfg, seeds, explorer)  # type: ignore[attr-defined]
+    replay_only: list[dict[str, Any]] = []
+    if args.replay_only_updates > 0:
+        # A constant peak rate from here on: the run's own cosine has ended at its floor.
+        trainer.config = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, lr_final_fraction=1.0))
+        probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+        replay_only.append({"extra_updates": 0, **probe})
+        for done in range(args.probe_every, args.replay_only_updates + 1, args.probe_every):
+            info = plain_update(args.probe_every)
+            probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+            replay_only.append({"extra_updates": done, "critic_loss": info["train/critic_loss"], **probe})
+            print(json.dumps(replay_only[-1]), flush=True)
     out = {
         "setting": args.setting,
         "task": args.task,
@@ -300,6 +380,9 @@ def main(args: Args) -> dict[str, Any]:
             "actor_greedy_steps": actor_against_critic(trainer.eval_agent, played["eval_weights_greedy"]),
             "random_steps": actor_against_critic(trainer.eval_agent, played["random"]),
         },
+        # On random play (many revealed keys and doors): does the actor or the critic head for them?
+        "memory_use": memory_use(trainer.eval_agent, played["random"], cfg.keydoor_size),
+        "replay_only": replay_only,
         "acting_matches_training": {
             name: acting_gap(agent, played[f"{name}_greedy"])
             for name, agent in (("online", trainer.agent), ("eval_weights", trainer.eval_agent))
@@ -308,7 +391,14 @@ def main(args: Args) -> dict[str, Any]:
     }
     if args.out is not None:
         atomic_write_json(Path(args.out), out)
-    shown = ("final_eval_greedy", "q_greedy", "actor_against_critic", "behaviour", "acting_matches_training")
+    shown = (
+        "final_eval_greedy",
+        "q_greedy",
+        "actor_against_critic",
+        "memory_use",
+        "behaviour",
+        "acting_matches_training",
+    )
     print(json.dumps({k: out[k] for k in shown}, indent=1))
     return out
 

@@ -189,6 +189,7 @@ def test_diagnosis_script_reports_epsilons_values_behaviour_and_the_acting_gap(
     against = out["actor_against_critic"]["actor_greedy_steps"]
     assert 0.0 <= against["actor_agrees_with_q"] <= 1.0 and sum(against["q_argmax_shares"]) == pytest.approx(1.0)
     assert sum(against["q_offset_per_action"]) == pytest.approx(0.0, abs=1e-5)
+    assert set(out["memory_use"]) == {"steps", "actor_toward", "critic_toward", "chance"}
     assert out["behaviour"]["explorer"]["return_mean"] > out["behaviour"]["random"]["return_mean"]
     # Acting one step at a time sees exactly what the training pass sees.
     assert max(out["acting_matches_training"].values()) < 1e-4
@@ -214,3 +215,29 @@ def test_q_greedy_actor_plays_the_critics_argmax_and_the_comparison_reads_it() -
     offsets = out["q_offset_per_action"]
     assert offsets[1] == max(offsets) and out["q_state_spread"] == pytest.approx(0.0, abs=1e-4)
     assert out["q_action_spread"] > 0
+
+
+def test_memory_use_finds_revealed_targets_and_scores_moves_toward_them() -> None:
+    """The key is revealed at step 2 and the door at step 3, so only the two steps after the door (back at the start,
+    without the key) have a remembered target, the key at (0, 2): "up" is the one move toward it (chance 1/4). A
+    critic that ranks "up" first heads for it on both; an actor that prefers "down" never does."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    traj = _trajectory(
+        cells=[(0, 0), (0, 1), (0, 1), (0, 2), (0, 0), (0, 0), (0, 0)],
+        actions=[0, 2, 0, 3, 2, 2],
+        rewards=[0, 0, 1, 1, 0, 0],
+        holding=[0, 0, 0, 1, 0, 0, 0],
+        resets=[1, 0, 0, 0, 1, 0, 0],
+    )
+    pos, targets, known = script.remembered_targets(traj, size=3)
+    assert known.tolist() == [False, False, False, False, True, True]
+    assert targets[4].tolist() == [0, 2] and targets[5].tolist() == [0, 2] and pos[4].tolist() == [0, 0]
+    torch.manual_seed(0)
+    config = AgentConfig(d_model=8, head_hidden=8, context_len=16, n_bins=15, bin_low=0.0, bin_range=4.0)
+    agent = InContextAgent(10, 4, config)
+    _pinned_critics(agent, [9, 2, 5, 4])
+    with torch.no_grad():
+        agent.actor[-1].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([0.0, 1.0, 0.0, 0.0]).repeat(agent.n_gammas))
+    out = script.memory_use(agent, [traj], size=3)
+    assert out == {"steps": 2, "actor_toward": 0.0, "critic_toward": 1.0, "chance": 0.25}
