@@ -235,7 +235,8 @@ def remembered_targets(traj: Trajectory, size: int) -> tuple[np.ndarray, np.ndar
     """
     pos = np.rint(traj.obs[:-1, :2] * (size - 1)).astype(int)
     holding = traj.obs[:-1, 2] > 0.5
-    key = door = None
+    key: np.ndarray | None = None
+    door: np.ndarray | None = None
     targets = np.zeros_like(pos)
     known = np.zeros(len(traj), dtype=bool)
     for t in range(len(traj)):
