@@ -287,6 +287,31 @@ def memory_use(agent: InContextAgent, trajectories: list[Trajectory], size: int)
     }
 
 
+def critic_probe(agent: InContextAgent, cfg: Any, n_tasks: int) -> dict[str, Any]:
+    """Two cheap signs that learning has started, on the first ``n_tasks`` evaluation tasks: the mean return of the
+    critic's own greedy play (argmax of the ensemble-mean Q, acting discount) and :func:`memory_use` on random play.
+
+    Args:
+        agent: The weights to probe (the run's evaluated ones).
+        cfg: The run's TrainConfig (a key-door task).
+        n_tasks: Evaluation tasks (seeds from the shared evaluation base).
+    """
+    seeds = eval_task_seeds(n_tasks)
+    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
+    try:
+        critic_view = QGreedyActor(agent, len(cfg.agent.gammas) - 1)
+        q_greedy = run_rollouts(critic_view, venv, seeds, None, np.random.default_rng(0))  # type: ignore[arg-type]
+    finally:
+        venv.close()
+    policy_rng = np.random.default_rng(0)
+    random_play = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
+    return {
+        "n_tasks": n_tasks,
+        "q_greedy": mean_return(q_greedy),
+        "memory_use": memory_use(agent, random_play, cfg.keydoor_size),
+    }
+
+
 def acting_gap(agent: InContextAgent, trajectories: list[Trajectory]) -> float:
     """Largest absolute difference between the acting logits (one step at a time, cache) and the training pass's
     logits (one forward over the whole trial from step 0) on the same trajectories, last discount."""

@@ -193,7 +193,8 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         and not result["settings"]["a_20"]["passed"]
     )
     table = script.gate_table(result)
-    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | yes |" in table
+    row = "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | — | — | yes |"
+    assert row in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
@@ -220,6 +221,10 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     # The critic is checked at the unit's end, on the run's own replay, for every discount.
     assert set(unit["value_check"]["per_discount"]) == {"0.9", "0.99", "0.999"}
     assert unit["value_check"]["updates"] == 33
+    # ... and probed: its own greedy play and its heading for remembered targets, on the first evaluation tasks.
+    probe = unit["critic_probe"]
+    assert probe["n_tasks"] == 3 and probe["q_greedy"] >= 0.0
+    assert set(probe["memory_use"]) == {"steps", "actor_toward", "critic_toward", "chance"}
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
     assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
