@@ -375,17 +375,6 @@ def main(args: Args) -> dict[str, Any]:
     played["random"] = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
     explorer = KeyDoorExplorer(cfg.keydoor_size)
     played["explorer"] = play(lambda raw, obs: explorer.act(raw.pos, raw.has_key), cfg, seeds, explorer)  # type: ignore[attr-defined]
-    replay_only: list[dict[str, Any]] = []
-    if args.replay_only_updates > 0:
-        # A constant peak rate from here on: the run's own cosine has ended at its floor.
-        trainer.config = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, lr_final_fraction=1.0))
-        probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
-        replay_only.append({"extra_updates": 0, **probe})
-        for done in range(args.probe_every, args.replay_only_updates + 1, args.probe_every):
-            info = plain_update(args.probe_every)
-            probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
-            replay_only.append({"extra_updates": done, "critic_loss": info["train/critic_loss"], **probe})
-            print(json.dumps(replay_only[-1]), flush=True)
     out = {
         "setting": args.setting,
         "task": args.task,
@@ -408,13 +397,25 @@ def main(args: Args) -> dict[str, Any]:
         },
         # On random play (many revealed keys and doors): does the actor or the critic head for them?
         "memory_use": memory_use(trainer.eval_agent, played["random"], cfg.keydoor_size),
-        "replay_only": replay_only,
         "acting_matches_training": {
             name: acting_gap(agent, played[f"{name}_greedy"])
             for name, agent in (("online", trainer.agent), ("eval_weights", trainer.eval_agent))
         },
         "config": dataclasses.asdict(cfg),
     }
+    # Every number above is of the run as it ended; the probe below trains on and is recorded apart.
+    replay_only: list[dict[str, Any]] = []
+    if args.replay_only_updates > 0:
+        # A constant peak rate from here on: the run's own cosine has ended at its floor.
+        trainer.config = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, lr_final_fraction=1.0))
+        probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+        replay_only.append({"extra_updates": 0, **probe})
+        for done in range(args.probe_every, args.replay_only_updates + 1, args.probe_every):
+            info = plain_update(args.probe_every)
+            probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+            replay_only.append({"extra_updates": done, "critic_loss": info["train/critic_loss"], **probe})
+            print(json.dumps(replay_only[-1]), flush=True)
+    out["replay_only"] = replay_only
     if args.out is not None:
         atomic_write_json(Path(args.out), out)
     shown = (

@@ -190,6 +190,11 @@ def test_diagnosis_script_reports_epsilons_values_behaviour_and_the_acting_gap(
     assert 0.0 <= against["actor_agrees_with_q"] <= 1.0 and sum(against["q_argmax_shares"]) == pytest.approx(1.0)
     assert sum(against["q_offset_per_action"]) == pytest.approx(0.0, abs=1e-5)
     assert set(out["memory_use"]) == {"steps", "actor_toward", "critic_toward", "chance"}
+    assert out["replay_only"] == []
+    # The replay-only probe trains on after the run; the run's own numbers are taken before it.
+    probed = script.main(script.Args(env_steps=400, eval_tasks=2, value_trials=2, replay_only_updates=2, probe_every=1))
+    assert [row["extra_updates"] for row in probed["replay_only"]] == [0, 1, 2]
+    assert probed["updates"] == out["updates"] and probed["value_check"]["updates"] == out["updates"]
     assert out["behaviour"]["explorer"]["return_mean"] > out["behaviour"]["random"]["return_mean"]
     # Acting one step at a time sees exactly what the training pass sees.
     assert max(out["acting_matches_training"].values()) < 1e-4
