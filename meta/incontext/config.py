@@ -67,7 +67,7 @@ class AgentConfig:
             minimum over all critics, divided by the standard deviation of the batch's TD targets per discount, a
             per-batch stand-in for AMAGO's PopArt scale). The minimum over critics is pessimistic where they disagree,
             so the actor does not follow one critic's noise: on the 5x5 key-door the ensemble-mean Q ranked the four
-            actions by about 0.01 env units, and a per-action offset of a tenth of that made the greedy policy walk
+            actions by about 0.01 env units, and a per-action offset of a sixth of that made the greedy policy walk
             into one wall. Filtered BC keeps the ensemble-mean advantage either way (as AMAGO).
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
