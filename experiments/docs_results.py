@@ -32,8 +32,20 @@ PLACEHOLDER = re.compile(r"\{\{ (include|json) ([^{}]+?) \}\}")
 
 
 def _lookup(data: Any, key: str) -> Any:
-    for part in key.split("."):
-        data = data[int(part)] if isinstance(data, list) else data[part]
+    parts = key.split(".")
+    i = 0
+    while i < len(parts):
+        if isinstance(data, list):
+            data, i = data[int(parts[i])], i + 1
+            continue
+        # The longest run of parts that names a key: keys such as "gamma0.99" hold dots themselves.
+        for j in range(len(parts), i, -1):
+            name = ".".join(parts[i:j])
+            if name in data:
+                data, i = data[name], j
+                break
+        else:
+            raise KeyError(parts[i])
     return data
 
 

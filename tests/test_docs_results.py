@@ -26,3 +26,9 @@ def test_placeholders_include_files_and_format_json_values(tmp_path: Path) -> No
     text = "A\n{{ include t.md }}\nB {{ json r.json x.ci.0 .2fU }} {{ json r.json x.ci.1 +.1f }}"
     assert render(text, tmp_path) == "A\n| a |\n|---|\n| 1 |\nB −0.04 +0.5"
     assert TEMPLATES.is_dir()
+
+
+def test_json_keys_may_hold_dots(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text('{"q": {"gamma0.99": 1.5, "gamma0": {"9": 2.0}}, "a": [{"b.c": 3}]}')
+    text = "{{ json r.json q.gamma0.99 .1f }} {{ json r.json q.gamma0.9 .1f }} {{ json r.json a.0.b.c d }}"
+    assert render(text, tmp_path) == "1.5 2.0 3"

@@ -11,6 +11,14 @@ records, besides the run itself:
 * ``behaviour``: how the greedy policy, the sampled policy, random and the memory-only explorer play the same
   evaluation tasks: action histogram, share of steps into a wall, distinct cells per inner episode, share of inner
   episodes that pick up the key and that reach the door, mean return;
+* ``q_greedy``: the same evaluation tasks played by the critic alone, acting by ``argmax_a Q(s, a)`` (the ensemble's
+  mean) under each discount, beside the actor's greedy play: if argmax-Q plays well and the actor does not, the actor
+  loss fails to follow the critic; if argmax-Q plays badly too, the critic ranks actions wrongly whatever its scale.
+  ``actor_agrees_with_q`` is the share of the actor's greedy steps whose action is also argmax-Q of the acting
+  discount, and ``q_action_spread`` the mean over those steps of ``max_a Q - min_a Q`` (env reward units) beside the
+  spread of one action's Q across states, which tells a state-dependent ranking from a per-action offset;
+* ``memory_use``: on random play, the steps whose next target (key, or door when holding the key) an earlier step
+  of the trial revealed: the share where the actor's, and the critic's, greedy action moves toward it, beside chance;
 * ``acting_matches_training``: the policy logits of the greedy evaluation's own trajectories recomputed by the
   training pass (one whole-trial forward from step 0, as the loss sees them) against those the agent acted with one
   step at a time through its cache: the same inputs (previous action and reward, reset flag, time in the trial), the
@@ -37,6 +45,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from envs.metarl.keydoor import MOVES
+from experiments.incontext.gate import parse_overrides
 from experiments.incontext.matched_protocol import GATE_TASKS, SETTINGS, agent_config
 from experiments.incontext.value_check import value_check
 from meta.incontext.agent import InContextAgent
@@ -68,6 +77,16 @@ class Args:
     """Checkpoint folder (a killed run resumes); ``None``: in memory only."""
     out: str | None = None
     """Where the JSON goes (default: printed only)."""
+    replay_only_updates: int = 0
+    """After the run: this many more updates on its replay alone (no new data, the peak learning rate), probing
+    ``memory_use`` on the online weights every ``probe_every`` updates: does more training on the same data teach
+    the critic to head for remembered targets (then updates are the bottleneck), or not (then data or the model)?"""
+    probe_every: int = 1000
+    """Updates between two probes of ``replay_only_updates``."""
+    train_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the setting's TrainConfig (YAML values), as in ``keydoor_gate.py``."""
+    agent_override: list[str] = dataclasses.field(default_factory=list)
+    """``FIELD=VALUE`` overrides of the setting's AgentConfig (YAML values), e.g. ``value_mean=real``."""
 
 
 def behaviour(trajectories: list[Trajectory], size: int) -> dict[str, Any]:
@@ -137,6 +156,162 @@ def play(
     return out
 
 
+def mean_return(trajectories: list[Trajectory]) -> float:
+    """Mean total reward per trial."""
+    return float(np.mean([t.rewards.sum() for t in trajectories]))
+
+
+class QGreedyActor:
+    """An agent seen through its critics: the "policy logits" of a step are the ensemble-mean Q-values of discount
+    ``gamma_index``, so :func:`~meta.incontext.trainer.run_rollouts`'s greedy play is ``argmax_a Q(s, a)``.
+
+    Args:
+        agent: The trained agent.
+        gamma_index: Which discount's critic acts (an index into ``agent.config.gammas``).
+    """
+
+    def __init__(self, agent: InContextAgent, gamma_index: int) -> None:
+        self.agent = agent
+        self.gamma_index = gamma_index
+
+    @property
+    def device(self) -> torch.device:
+        """The agent's device."""
+        return self.agent.device
+
+    def eval(self) -> QGreedyActor:
+        """Put the agent in eval mode."""
+        self.agent.eval()
+        return self
+
+    def init_state(self, batch: int) -> Any:
+        """The agent's fresh encoder state."""
+        return self.agent.init_state(batch)
+
+    @torch.no_grad()
+    def act_logits(self, obs: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """Ensemble-mean Q-values ``(B, A)`` of the acting discount for inputs ``(B, D)`` (critic units), new state."""
+        features, state = self.agent.encode(obs[:, None, :], state)
+        return self.agent.q_values(features[:, 0]).mean(dim=-3)[:, self.gamma_index], state
+
+
+def actor_against_critic(agent: InContextAgent, trajectories: list[Trajectory]) -> dict[str, Any]:
+    """On the steps of ``trajectories`` (one whole-trial pass each), how the actor's greedy action relates to the
+    critic's ranking under the acting (last) discount.
+
+    Returns:
+        ``actor_agrees_with_q``: share of steps whose actor argmax is the argmax of the ensemble-mean Q;
+        ``q_action_spread``: mean over steps of ``max_a Q - min_a Q`` (env reward units);
+        ``q_state_spread``: mean over actions of the standard deviation of ``Q(., a)`` across steps (env units);
+        ``q_argmax_shares``: how often each action is the critic's argmax;
+        ``q_offset_per_action``: each action's mean ``Q(s, a) - mean_b Q(s, b)`` over steps (env units), the part of
+        the ranking that does not depend on the state.
+    """
+    agent.eval()
+    obs = torch.as_tensor(np.stack([t.obs for t in trajectories]), device=agent.device)
+    with torch.no_grad():
+        features, _ = agent.encode(obs, None, torch.zeros(len(trajectories), dtype=torch.long, device=agent.device))
+        logits = agent.policy_logits(features[:, :-1])[..., -1, :].reshape(-1, agent.n_actions)
+        q = agent.q_values(features[:, :-1]).mean(dim=-3)[..., -1, :].reshape(-1, agent.n_actions)
+    q = q / agent.config.reward_scale
+    q_best = q.argmax(-1)
+    centred = q - q.mean(-1, keepdim=True)
+    return {
+        "actor_agrees_with_q": float((logits.argmax(-1) == q_best).float().mean()),
+        "q_action_spread": float((q.max(-1).values - q.min(-1).values).mean()),
+        "q_state_spread": float(q.std(0).mean()),
+        "q_argmax_shares": (torch.bincount(q_best, minlength=agent.n_actions) / len(q_best)).tolist(),
+        "q_offset_per_action": centred.mean(0).tolist(),
+    }
+
+
+def remembered_targets(traj: Trajectory, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every step of one key-door trial: the agent's cell ``(T, 2)`` and the cell it must reach next, when an
+    earlier step of the trial has revealed it (``(T, 2)``, valid where the mask ``(T,)`` is true).
+
+    The target is the key while the agent does not hold it and the door while it does; a cell is revealed by a reward
+    on entering it (the cell entered is the step's cell plus its move: a door ends the inner episode, so the next
+    input already shows the start cell). Steps already on the target are left out.
+    """
+    pos = np.rint(traj.obs[:-1, :2] * (size - 1)).astype(int)
+    holding = traj.obs[:-1, 2] > 0.5
+    key: np.ndarray | None = None
+    door: np.ndarray | None = None
+    targets = np.zeros_like(pos)
+    known = np.zeros(len(traj), dtype=bool)
+    for t in range(len(traj)):
+        target = door if holding[t] else key
+        if target is not None and not (pos[t] == target).all():
+            targets[t], known[t] = target, True
+        if traj.rewards[t] > 0:
+            entered = np.clip(pos[t] + MOVES[int(traj.actions[t])], 0, size - 1)
+            if holding[t]:
+                door = entered
+            else:
+                key = entered
+    return pos, targets, known
+
+
+def memory_use(agent: InContextAgent, trajectories: list[Trajectory], size: int) -> dict[str, float]:
+    """Does the agent use what the trial has shown? On the steps of ``trajectories`` whose next target (key, or door
+    when holding the key) was revealed earlier in the trial, the share whose greedy action (the actor's, and the
+    critic's argmax-Q, acting discount) moves closer to it, beside chance (the mean share of actions that do).
+
+    A policy that remembers goes toward the target (share near 1); one that ignores its history scores chance.
+    """
+    agent.eval()
+    obs = torch.as_tensor(np.stack([t.obs for t in trajectories]), device=agent.device)
+    with torch.no_grad():
+        features, _ = agent.encode(obs, None, torch.zeros(len(trajectories), dtype=torch.long, device=agent.device))
+        actor = agent.policy_logits(features[:, :-1])[..., -1, :].argmax(-1).cpu().numpy()  # (B, T)
+        critic = agent.q_values(features[:, :-1]).mean(dim=-3)[..., -1, :].argmax(-1).cpu().numpy()
+    toward_actor: list[bool] = []
+    toward_critic: list[bool] = []
+    chance: list[float] = []
+    for row, traj in enumerate(trajectories):
+        pos, targets, known = remembered_targets(traj, size)
+        for t in np.flatnonzero(known):
+            before = np.abs(pos[t] - targets[t]).sum()
+            after = np.abs(np.clip(pos[t] + MOVES, 0, size - 1) - targets[t]).sum(-1)  # (A,) per action
+            closer = after < before
+            toward_actor.append(bool(closer[actor[row, t]]))
+            toward_critic.append(bool(closer[critic[row, t]]))
+            chance.append(float(closer.mean()))
+    if not chance:
+        return {"steps": 0, "actor_toward": float("nan"), "critic_toward": float("nan"), "chance": float("nan")}
+    return {
+        "steps": len(chance),
+        "actor_toward": float(np.mean(toward_actor)),
+        "critic_toward": float(np.mean(toward_critic)),
+        "chance": float(np.mean(chance)),
+    }
+
+
+def critic_probe(agent: InContextAgent, cfg: Any, n_tasks: int) -> dict[str, Any]:
+    """Two cheap signs that learning has started, on the first ``n_tasks`` evaluation tasks: the mean return of the
+    critic's own greedy play (argmax of the ensemble-mean Q, acting discount) and :func:`memory_use` on random play.
+
+    Args:
+        agent: The weights to probe (the run's evaluated ones).
+        cfg: The run's TrainConfig (a key-door task).
+        n_tasks: Evaluation tasks (seeds from the shared evaluation base).
+    """
+    seeds = eval_task_seeds(n_tasks)
+    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
+    try:
+        critic_view = QGreedyActor(agent, len(cfg.agent.gammas) - 1)
+        q_greedy = run_rollouts(critic_view, venv, seeds, None, np.random.default_rng(0))  # type: ignore[arg-type]
+    finally:
+        venv.close()
+    policy_rng = np.random.default_rng(0)
+    random_play = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
+    return {
+        "n_tasks": n_tasks,
+        "q_greedy": mean_return(q_greedy),
+        "memory_use": memory_use(agent, random_play, cfg.keydoor_size),
+    }
+
+
 def acting_gap(agent: InContextAgent, trajectories: list[Trajectory]) -> float:
     """Largest absolute difference between the acting logits (one step at a time, cache) and the training pass's
     logits (one forward over the whole trial from step 0) on the same trajectories, last discount."""
@@ -158,6 +333,8 @@ def main(args: Args) -> dict[str, Any]:
     if args.setting not in SETTINGS or args.task not in GATE_TASKS:
         raise SystemExit(f"need a setting in {list(SETTINGS)} and a task in {list(GATE_TASKS)}")
     cfg = agent_config(args.setting, args.task, args.seed, args.env_steps, None, args.eval_tasks)
+    agent_cfg = dataclasses.replace(cfg.agent, **parse_overrides(args.agent_override))
+    cfg = dataclasses.replace(cfg, agent=agent_cfg, **parse_overrides(args.train_override))
     cfg = dataclasses.replace(cfg, eval_every_steps=args.env_steps + 1, batch_size=args.batch_size or cfg.batch_size)
     trainer = InContextTrainer(cfg, None if args.run_dir is None else Path(args.run_dir))
     eps_log: list[dict[str, Any]] = []
@@ -190,6 +367,9 @@ def main(args: Args) -> dict[str, Any]:
         played[f"{name}_sampled"] = run_rollouts(
             agent, venv, seeds, np.zeros(len(seeds)), rng, torch.Generator().manual_seed(0)
         )
+    for index, gamma in enumerate(cfg.agent.gammas):
+        critic_view = QGreedyActor(trainer.eval_agent, index)
+        played[f"q_greedy_gamma{gamma}"] = run_rollouts(critic_view, venv, seeds, None, rng)  # type: ignore[arg-type]
     venv.close()
     policy_rng = np.random.default_rng(0)
     played["random"] = play(lambda raw, obs: int(policy_rng.integers(0, 4)), cfg, seeds)
@@ -206,15 +386,47 @@ def main(args: Args) -> dict[str, Any]:
         "updates_log": update_log,
         "value_check": value_check(trainer, args.value_trials, np.random.default_rng(args.seed)),
         "behaviour": {name: behaviour(trajs, cfg.keydoor_size) for name, trajs in played.items()},
+        # Mean return of the actor's greedy play and of argmax-Q under each discount, on the same tasks.
+        "q_greedy": {
+            "actor_greedy": mean_return(played["eval_weights_greedy"]),
+            **{f"gamma{g}": mean_return(played[f"q_greedy_gamma{g}"]) for g in cfg.agent.gammas},
+        },
+        "actor_against_critic": {
+            "actor_greedy_steps": actor_against_critic(trainer.eval_agent, played["eval_weights_greedy"]),
+            "random_steps": actor_against_critic(trainer.eval_agent, played["random"]),
+        },
+        # On random play (many revealed keys and doors): does the actor or the critic head for them?
+        "memory_use": memory_use(trainer.eval_agent, played["random"], cfg.keydoor_size),
         "acting_matches_training": {
             name: acting_gap(agent, played[f"{name}_greedy"])
             for name, agent in (("online", trainer.agent), ("eval_weights", trainer.eval_agent))
         },
         "config": dataclasses.asdict(cfg),
     }
+    # Every number above is of the run as it ended; the probe below trains on and is recorded apart.
+    replay_only: list[dict[str, Any]] = []
+    if args.replay_only_updates > 0:
+        # A constant peak rate from here on: the run's own cosine has ended at its floor.
+        trainer.config = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, lr_final_fraction=1.0))
+        probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+        replay_only.append({"extra_updates": 0, **probe})
+        for done in range(args.probe_every, args.replay_only_updates + 1, args.probe_every):
+            info = plain_update(args.probe_every)
+            probe = memory_use(trainer.agent, played["random"], cfg.keydoor_size)
+            replay_only.append({"extra_updates": done, "critic_loss": info["train/critic_loss"], **probe})
+            print(json.dumps(replay_only[-1]), flush=True)
+    out["replay_only"] = replay_only
     if args.out is not None:
         atomic_write_json(Path(args.out), out)
-    print(json.dumps({k: out[k] for k in ("final_eval_greedy", "behaviour", "acting_matches_training")}, indent=1))
+    shown = (
+        "final_eval_greedy",
+        "q_greedy",
+        "actor_against_critic",
+        "memory_use",
+        "behaviour",
+        "acting_matches_training",
+    )
+    print(json.dumps({k: out[k] for k in shown}, indent=1))
     return out
 
 

@@ -16,7 +16,10 @@ verdict: a setting at a budget passes when its greedy score exceeds ``--fraction
 ``--variant NAME`` with ``--train-override FIELD=VALUE`` / ``--agent-override FIELD=VALUE`` (YAML values, as in
 ``gate.py``) tries one setting with single knobs changed; its units are named ``<setting>+<NAME>`` and record the
 overrides, so every setting tried stays in ``--out``, passed or not. Every unit also checks the critic at its end:
-its Q-values of replayed actions against the Monte-Carlo returns that followed them (``value_check.value_check``).
+its Q-values of replayed actions against the Monte-Carlo returns that followed them (``value_check.value_check``),
+and probes it (``keydoor_diagnose.critic_probe``): the return of its own greedy play (argmax-Q), and on random play
+the share of steps where the actor's and the critic's greedy action head for a key or door the trial has revealed
+(beside chance), which shows whether the agent has begun to use its memory before its score moves.
 
 Seeds can run in parallel as separate processes (``--seeds 0``, ``--seeds 1``, ...): each writes its own unit and
 rewrites ``--out`` from the units present when it ends; ``--collect-only`` rewrites it without running anything.
@@ -37,6 +40,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.gate import parse_overrides
+from experiments.incontext.keydoor_diagnose import critic_probe
 from experiments.incontext.matched_protocol import (
     GATE_TASKS,
     SETTINGS,
@@ -91,6 +95,8 @@ class Args:
     """``FIELD=VALUE`` overrides of the setting's AgentConfig (YAML values), e.g. ``tau=0.02``."""
     value_trials: int = 32
     """Replayed trials of each unit's closing value check."""
+    probe_tasks: int = 50
+    """Evaluation tasks of each unit's closing critic probe (argmax-Q play, heading for remembered targets)."""
 
 
 def unit_label(setting: str, variant: str) -> str:
@@ -142,6 +148,7 @@ def run_unit(args: Args, setting: str, seed: int) -> dict[str, Any]:
     result.pop("returns")
     trainer = InContextTrainer(cfg, run_dir, resume=True)  # the finished run, from its last checkpoint
     critic = value_check(trainer, args.value_trials, np.random.default_rng(seed))
+    probe = critic_probe(trainer.eval_agent, cfg, min(args.probe_tasks, args.eval_tasks))
     return {
         "task": args.task,
         "setting": label,
@@ -149,6 +156,7 @@ def run_unit(args: Args, setting: str, seed: int) -> dict[str, Any]:
         "overrides": {"train": parse_overrides(args.train_override), "agent": parse_overrides(args.agent_override)},
         "seed": seed,
         "value_check": critic,
+        "critic_probe": probe,
         "greedy": result["eval"],
         "sampled": result["eval_sampled"],
         "online": result.get("eval_online"),
@@ -195,6 +203,8 @@ def collect(args: Args, refs: dict[str, Any]) -> dict[str, Any]:
             # Mean Q of the replayed actions over the mean Monte-Carlo return, per discount (in the config's order).
             "critic_size_ratio": None if critic is None else [v["size_ratio"] for v in critic["per_discount"].values()],
             "policy_mean_max_prob": None if critic is None else critic["policy_mean_max_prob"],
+            # The critic's own greedy play, and how often actor and critic head for a remembered key or door.
+            "critic_probe": unit.get("critic_probe"),
         }
     for entry in settings.values():
         seeds = entry["seeds"].values()
@@ -233,24 +243,33 @@ def _ratios(ratios: list[float] | None) -> str:
     return "—" if not ratios else " / ".join(f"{v:.2f}" for v in ratios)
 
 
+def _probe(probe: dict[str, Any] | None) -> tuple[str, str]:
+    if not probe:
+        return "—", "—"
+    use = probe["memory_use"]
+    return f"{probe['q_greedy']:.2f}", f"{use['actor_toward']:.2f} / {use['critic_toward']:.2f} ({use['chance']:.2f})"
+
+
 def gate_table(result: dict[str, Any]) -> str:
     """The markdown table of :func:`collect`'s result: one row per setting and seed, then the references and verdict."""
     lines = [
         "| setting | seed | greedy (± s.e.) | sampled | fraction of the oracle "
         "| greedy along the run (env steps: score) | env steps | updates | training s | critic corr. per discount "
-        "| critic Q / MC return per discount | passed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| critic Q / MC return per discount | argmax-Q greedy | toward a remembered target: actor / critic (chance) "
+        "| passed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in result["settings"].values():
         setting = entry["setting"]
         for seed, row in sorted(entry["seeds"].items(), key=lambda item: int(item[0])):
             curve = ", ".join(f"{p['env_steps']:,}: {p['eval_return']:.2f}" for p in row["learning_curve"])
             capped = " (time cap)" if row["stopped_by_time_cap"] else ""
+            q_greedy, toward = _probe(row.get("critic_probe"))
             lines.append(
                 f"| `{setting}` | {seed} | {row['greedy']:.2f} ± {row['greedy_stderr']:.2f} | {row['sampled']:.2f} | "
                 f"{row['fraction_of_oracle']:.3f} | {curve} | {row['env_steps']:,}{capped} | {row['updates']:,} | "
                 f"{row['train_seconds']:.0f} | {_correlations(row.get('critic_correlation'))} | "
-                f"{_ratios(row.get('critic_size_ratio'))} | "
+                f"{_ratios(row.get('critic_size_ratio'))} | {q_greedy} | {toward} | "
                 f"{'yes' if row['passed'] else 'no'} |"
             )
     refs = ", ".join(f"{name} {value:.2f}" for name, value in result["references"].items())

@@ -113,6 +113,17 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.
     return advantages / mean_square.sqrt().clamp_min(ADVANTAGE_FLOOR)[:, None]
 
 
+def target_spread(targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Standard deviation ``(G,)`` of TD targets ``(B, T, G)`` per discount over the unpadded steps (``mask``
+    ``(B, T)``), floored at :data:`ADVANTAGE_FLOOR`: the scale AMAGO's PopArt divides its actor's Q-values by, taken
+    from the batch instead of a running average."""
+    weights = mask[..., None]
+    count = weights.sum().clamp_min(1.0)
+    mean = (targets * weights).sum(dim=(0, 1)) / count
+    variance = (((targets - mean) ** 2) * weights).sum(dim=(0, 1)) / count
+    return variance.sqrt().clamp_min(ADVANTAGE_FLOOR)
+
+
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp_min(1.0)
 
@@ -222,7 +233,8 @@ class InContextAgent(nn.Module):
           ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` uses the Polyak target heads on
           the online sequence output (detached).
         * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean, divided by ``c``: in the env's reward
-          units whatever the reward scale) from the critics as a *frozen copy*:
+          units whatever the reward scale; ``actor_loss="amago"``: the minimum over the critics of ``Q`` over the
+          batch's TD-target standard deviation instead) from the critics as a *frozen copy*:
           no gradient reaches the critic weights, so this term trains the actor and, through its logits, the shared
           sequence model, but never the critics. A small entropy bonus keeps the softmax from saturating
           before the critics are informative (the exact-expectation gradient vanishes at a one-hot policy).
@@ -260,14 +272,21 @@ class InContextAgent(nn.Module):
         # its actor loss with PopArt, so its reward multiplier never reaches the actor). Left in, a scale of 100 made
         # the entropy bonus 100x weaker beside the advantages and the actor term 100x stronger beside the critic's
         # (scale-free) cross-entropy in the shared sequence model's gradient.
-        q_copy = self.read_values(online.detach()).mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
+        q_members = self.read_values(online.detach())  # (B, T, K, G, A), critic units
+        q_copy = q_members.mean(dim=2) / cfg.reward_scale  # (B, T, G, A), env units
         log_pi = F.log_softmax(logits[:, :-1], dim=-1)  # (B, T, G, A)
         pi = log_pi.exp()
         advantages = q_copy - (pi.detach() * q_copy).sum(-1, keepdim=True)
         if cfg.advantage_norm:
             advantages = normalize_advantages(advantages, mask)
         entropy = -(pi * log_pi).sum(-1)  # (B, T, G)
-        actor_loss = _masked_mean(-((pi * advantages).sum(-1) + cfg.entropy_coef * entropy).mean(-1), mask)
+        if cfg.actor_loss == "amago":
+            # AMAGO's discrete online loss: the pessimistic (minimum) critic, in units of the targets' spread.
+            q_low = q_members.min(dim=2).values / cfg.reward_scale  # (B, T, G, A), env units
+            objective = (pi * (q_low / target_spread(targets / cfg.reward_scale, mask)[:, None])).sum(-1)
+        else:
+            objective = (pi * advantages).sum(-1)
+        actor_loss = _masked_mean(-(objective + cfg.entropy_coef * entropy).mean(-1), mask)
 
         # Filtered behaviour cloning of replayed actions with positive advantage.
         act_index = batch.actions[:, :, None, None].expand(-1, -1, self.n_gammas, 1)

@@ -62,6 +62,13 @@ class AgentConfig:
             at 1e-3 env reward units), as RecurrentPPO normalizes its advantages per batch and AMAGO's actor reads Q
             through PopArt: on a sparse task the Q differences between actions of a near-random policy are far below
             ``entropy_coef``, and unnormalized they cannot move the policy off uniform. Off: env reward units.
+        actor_loss: What the actor term maximizes: ``advantage`` (``sum_a pi(a|s) A(s, a)`` with ``A`` from the ensemble
+            mean, env reward units) or ``amago`` (AMAGO's discrete online loss: ``sum_a pi(a|s) min_k Q_k(s, a)``, the
+            minimum over all critics, divided by the standard deviation of the batch's TD targets per discount, a
+            per-batch stand-in for AMAGO's PopArt scale). The minimum over critics is pessimistic where they disagree,
+            so the actor does not follow one critic's noise: on the 5x5 key-door the ensemble-mean Q ranked the four
+            actions by about 0.01 env units, and a per-action offset of a sixth of that made the greedy policy walk
+            into one wall. Filtered BC keeps the ensemble-mean advantage either way (as AMAGO).
         ema_decay: Decay of an exponential moving average (Polyak average) of all weights, kept beside the online
             agent and used for evaluation, so that the evaluated policy does not jump with the last few updates;
             0.0 = no copy (evaluate the online weights). The decay ramps up from 0.1 over the first updates
@@ -96,6 +103,7 @@ class AgentConfig:
     value_mean: Literal["symlog", "real"] = "symlog"
     critic_init: Literal["uniform", "lowest"] = "uniform"
     advantage_norm: bool = False
+    actor_loss: Literal["advantage", "amago"] = "advantage"
     ema_decay: float = 0.0
 
 

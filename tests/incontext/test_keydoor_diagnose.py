@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -17,7 +18,8 @@ from experiments.incontext.matched_protocol import agent_config, amago_config
 from meta.incontext.agent import Batch, InContextAgent
 from meta.incontext.config import AgentConfig, TrainConfig
 from meta.incontext.replay import Trajectory
-from meta.incontext.trainer import InContextTrainer, ema_rate
+from meta.incontext.tasks import task_env_fns
+from meta.incontext.trainer import InContextTrainer, ema_rate, run_rollouts
 from meta.incontext.value_scale import symexp, symlog
 
 # --- the reward scale stays out of the actor term -----------------------------------------------------------------
@@ -177,8 +179,70 @@ def test_diagnosis_script_reports_epsilons_values_behaviour_and_the_acting_gap(
     first = out["epsilons"][0]
     assert all(f >= last for f, last in zip(first["first_step"], first["last_step"], strict=True))
     assert out["updates"] > 0 and "train/entropy" in out["updates_log"][-1]
+    gammas = out["config"]["agent"]["gammas"]
     assert set(out["behaviour"]) == {"online_greedy", "online_sampled", "eval_weights_greedy",
-                                     "eval_weights_sampled", "random", "explorer"}  # fmt: skip
+                                     "eval_weights_sampled", "random", "explorer",
+                                     *(f"q_greedy_gamma{g}" for g in gammas)}  # fmt: skip
+    # The critic plays the same tasks by argmax-Q under each discount, beside the actor's greedy play.
+    assert set(out["q_greedy"]) == {"actor_greedy", *(f"gamma{g}" for g in gammas)}
+    assert out["q_greedy"]["actor_greedy"] == out["behaviour"]["eval_weights_greedy"]["return_mean"]
+    against = out["actor_against_critic"]["actor_greedy_steps"]
+    assert 0.0 <= against["actor_agrees_with_q"] <= 1.0 and sum(against["q_argmax_shares"]) == pytest.approx(1.0)
+    assert sum(against["q_offset_per_action"]) == pytest.approx(0.0, abs=1e-5)
+    assert set(out["memory_use"]) == {"steps", "actor_toward", "critic_toward", "chance"}
+    assert out["replay_only"] == []
+    # The replay-only probe trains on after the run; the run's own numbers are taken before it.
+    probed = script.main(script.Args(env_steps=400, eval_tasks=2, value_trials=2, replay_only_updates=2, probe_every=1))
+    assert [row["extra_updates"] for row in probed["replay_only"]] == [0, 1, 2]
+    assert probed["updates"] == out["updates"] and probed["value_check"]["updates"] == out["updates"]
     assert out["behaviour"]["explorer"]["return_mean"] > out["behaviour"]["random"]["return_mean"]
     # Acting one step at a time sees exactly what the training pass sees.
     assert max(out["acting_matches_training"].values()) < 1e-4
+
+
+def test_q_greedy_actor_plays_the_critics_argmax_and_the_comparison_reads_it() -> None:
+    """Critics pinned to rank action 1 first whatever the state: the critic's greedy play takes action 1 on every
+    step, and the actor-against-critic comparison sees the critic's argmax and its per-action offsets."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    torch.manual_seed(0)
+    config = AgentConfig(d_model=8, head_hidden=8, context_len=16, n_bins=15, bin_low=0.0, bin_range=4.0)
+    agent = InContextAgent(3 + 4 + 2, 4, config)
+    _pinned_critics(agent, [2, 9, 5, 4])
+    view = script.QGreedyActor(agent, gamma_index=0)
+    venv = gym.vector.SyncVectorEnv(
+        task_env_fns("keydoor", 2, keydoor_size=3, keydoor_episode_steps=5, keydoor_trial_steps=10)
+    )
+    trajectories = run_rollouts(view, venv, [1, 2], None, np.random.default_rng(0))
+    venv.close()
+    assert all((t.actions == 1).all() for t in trajectories)
+    out = script.actor_against_critic(agent, trajectories)
+    assert out["q_argmax_shares"] == pytest.approx([0.0, 1.0, 0.0, 0.0])
+    offsets = out["q_offset_per_action"]
+    assert offsets[1] == max(offsets) and out["q_state_spread"] == pytest.approx(0.0, abs=1e-4)
+    assert out["q_action_spread"] > 0
+
+
+def test_memory_use_finds_revealed_targets_and_scores_moves_toward_them() -> None:
+    """The key is revealed at step 2 and the door at step 3, so only the two steps after the door (back at the start,
+    without the key) have a remembered target, the key at (0, 2): "up" is the one move toward it (chance 1/4). A
+    critic that ranks "up" first heads for it on both; an actor that prefers "down" never does."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    traj = _trajectory(
+        cells=[(0, 0), (0, 1), (0, 1), (0, 2), (0, 0), (0, 0), (0, 0)],
+        actions=[0, 2, 0, 3, 2, 2],
+        rewards=[0, 0, 1, 1, 0, 0],
+        holding=[0, 0, 0, 1, 0, 0, 0],
+        resets=[1, 0, 0, 0, 1, 0, 0],
+    )
+    pos, targets, known = script.remembered_targets(traj, size=3)
+    assert known.tolist() == [False, False, False, False, True, True]
+    assert targets[4].tolist() == [0, 2] and targets[5].tolist() == [0, 2] and pos[4].tolist() == [0, 0]
+    torch.manual_seed(0)
+    config = AgentConfig(d_model=8, head_hidden=8, context_len=16, n_bins=15, bin_low=0.0, bin_range=4.0)
+    agent = InContextAgent(10, 4, config)
+    _pinned_critics(agent, [9, 2, 5, 4])
+    with torch.no_grad():
+        agent.actor[-1].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([0.0, 1.0, 0.0, 0.0]).repeat(agent.n_gammas))
+    out = script.memory_use(agent, [traj], size=3)
+    assert out == {"steps": 2, "actor_toward": 0.0, "critic_toward": 1.0, "chance": 0.25}

@@ -193,7 +193,8 @@ def test_gate_verdict_needs_every_seed_above_half_the_oracle(tmp_path: Path) -> 
         and not result["settings"]["a_20"]["passed"]
     )
     table = script.gate_table(result)
-    assert "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | yes |" in table
+    row = "| `a` | 0 | 15.00 ± 0.10 | 15.00 | 0.750 | 10: 7.50, 20: 15.00 | 20 | 2 | 1 | — | — | — | — | yes |"
+    assert row in table
     assert "oracle 20.00" in table and "Verdict: **pass**" in table
 
 
@@ -220,6 +221,10 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     # The critic is checked at the unit's end, on the run's own replay, for every discount.
     assert set(unit["value_check"]["per_discount"]) == {"0.9", "0.99", "0.999"}
     assert unit["value_check"]["updates"] == 33
+    # ... and probed: its own greedy play and its heading for remembered targets, on the first evaluation tasks.
+    probe = unit["critic_probe"]
+    assert probe["n_tasks"] == 3 and probe["q_greedy"] >= 0.0
+    assert set(probe["memory_use"]) == {"steps", "actor_toward", "critic_toward", "chance"}
     result = json.loads((tmp_path / "gate.json").read_text())
     assert set(result["references"]) == {"random", "explorer", "oracle"} and result["verdict"] in {"pass", "fail"}
     assert result["settings"]["amago_keydoor_400"]["seeds"]["0"]["greedy"] == unit["greedy"]["mean"]
@@ -352,3 +357,54 @@ def test_lowest_critic_init_starts_the_real_mean_near_zero_instead_of_the_bins_m
     assert float(uniform.min()) > 10.0  # the bins' real mean: 20 env units against key-door returns below 1
     assert float(start.max()) < 0.02
     torch.testing.assert_close(lowest.target_critics.b2, lowest.critics.b2)  # the targets start there too
+
+
+# --- AMAGO's actor term --------------------------------------------------------------------------------------------
+
+
+def test_target_spread_is_the_masked_standard_deviation_per_discount() -> None:
+    from meta.incontext.agent import ADVANTAGE_FLOOR, target_spread
+
+    targets = torch.tensor([[[0.0, 5.0], [2.0, 5.0], [1e6, 1e6]]])  # (1, 3, 2): the last step is padding
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    torch.testing.assert_close(target_spread(targets, mask), torch.tensor([1.0, ADVANTAGE_FLOOR]))
+
+
+def test_amago_actor_term_follows_the_pessimistic_critic_and_ignores_the_reward_scale() -> None:
+    """Four critics, the same for every input: three value action 0 at 1 and action 1 at 2 (env units), one values
+    action 0 at 9. The ensemble mean ranks action 0 first, the minimum action 1: the default actor term pushes the
+    policy toward action 0, AMAGO's toward action 1; and AMAGO's gradient is the same at reward scales 1 and 100."""
+    g = torch.Generator().manual_seed(0)
+    batch = Batch(
+        obs=torch.randn(2, 6, 3, generator=g),
+        actions=torch.randint(0, 4, (2, 5), generator=g),
+        rewards=(torch.rand(2, 5, generator=g) > 0.5).float(),
+        dones=torch.zeros(2, 5),
+        mask=torch.ones(2, 5),
+        start=torch.zeros(2, dtype=torch.long),
+    )
+
+    def logit_gradient(actor_loss: str, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(0)
+        cfg = AgentConfig(
+            d_model=8, head_hidden=8, context_len=8, n_bins=41, bin_low=0.0, bin_range=float(np.log1p(10 * scale)),
+            gammas=[0.9], reward_scale=scale, actor_loss=actor_loss,  # type: ignore[arg-type]
+            critic_coef=0.0, bc_coef=0.0, entropy_coef=0.0, value_mean="real",
+        )  # fmt: skip
+        agent = InContextAgent(3, 4, cfg)
+        values = torch.tensor([[1.0, 2.0, 0.0, 0.0]] * 3 + [[9.0, 2.0, 0.0, 0.0]]) * scale  # (K, A), critic units
+        with torch.no_grad():
+            agent.critics.w2.zero_()
+            probs = agent.encode_targets(values).clamp_min(1e-9)  # (K, A, N)
+            agent.critics.b2.copy_(probs.log().flatten(1))
+            agent.actor[-1].weight.zero_()
+            agent.actor[-1].bias.zero_()
+        loss, _ = agent.loss(batch, torch.Generator().manual_seed(0))
+        loss.backward()
+        assert agent.actor[-1].bias.grad is not None
+        return -agent.actor[-1].bias.grad, loss.detach()  # ascent direction of the logits
+
+    mean_up, _ = logit_gradient("advantage", 1.0)
+    low_up, _ = logit_gradient("amago", 1.0)
+    assert int(mean_up.argmax()) == 0 and int(low_up.argmax()) == 1
+    torch.testing.assert_close(logit_gradient("amago", 100.0)[0], low_up, rtol=1e-2, atol=1e-5)
