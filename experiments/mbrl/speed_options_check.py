@@ -42,7 +42,7 @@ def _interval(estimate: Any) -> list[float]:
 def pendulum_mbpo(committed: dict[str, Any], fast: dict[str, Any], arm: str = "mbpo:fixed:1") -> dict[str, Any]:
     """Steps to threshold of ``arm`` in a reference file (``committed``) and a file under options (``fast``), paired
     by seed; ``options`` are the MBPO overrides of the latter."""
-    seeds = [s for s in fast["entry"]["seeds"] if s in committed["entry"]["seeds"]]
+    seeds = sorted(s for s in fast["entry"]["seeds"] if s in committed["entry"]["seeds"])
     a = dict(zip(committed["entry"]["seeds"], committed["entry"]["arms"][arm]["steps_to_threshold"], strict=True))
     b = dict(zip(fast["entry"]["seeds"], fast["entry"]["arms"][arm]["steps_to_threshold"], strict=True))
     default = np.array([a[s] for s in seeds], dtype=float)
