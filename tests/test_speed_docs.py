@@ -25,3 +25,12 @@ def test_the_two_worker_rounds_are_quoted_as_measured() -> None:
     assert f"{workers['a_s_per_meta_episode']:.1f} s per meta-episode in one process" in docs
     assert f"{workers['b_s_per_meta_episode']:.1f} s on two worker processes" in docs
     assert f"{workers['speedup']:.2f}×" in docs and not workers["met"]
+
+
+def test_the_mbpo_cost_is_quoted_as_measured() -> None:
+    cost = json.loads((ROOT / "experiments" / "mbrl" / "results" / "mbpo_cost.json").read_text())
+    fast = cost["arms"]["fast"]["cpu_ratio_to_baseline"]
+    docs = " ".join((ROOT / "docs" / "mbrl.md").read_text().split())
+    assert f"The fast options cost {fast['median']:.2f}× the baseline's CPU seconds" in docs
+    assert "(paired by seed: " + ", ".join(f"{r:.2f}" for r in fast["ratios"]) + ")" in docs
+    assert cost["met"] == (fast["median"] <= cost["target_ratio"]) and SPEED["mbpo_end_to_end"]["met"] == cost["met"]
