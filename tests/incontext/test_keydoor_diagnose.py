@@ -141,17 +141,21 @@ def _trajectory(cells: list[tuple[int, int]], actions: list[int], rewards: list[
     return Trajectory(obs, np.asarray(actions), np.asarray(rewards, np.float32), np.zeros(len(actions), np.float32))
 
 
-def test_behaviour_counts_walls_cells_keys_and_doors() -> None:
-    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
-    # Start (0, 0): up to (0, 1), left into the wall, up to (0, 2) = the key, right to (1, 2) = the door (the episode
-    # ends: the next input is the start again, with the reset flag), then left into the wall twice.
-    traj = _trajectory(
+def _key_then_door() -> Trajectory:
+    """Start (0, 0): up to (0, 1), left into the wall, up to (0, 2) = the key, right to (1, 2) = the door (the episode
+    ends: the next input is the start again, with the reset flag), then left into the wall twice."""
+    return _trajectory(
         cells=[(0, 0), (0, 1), (0, 1), (0, 2), (0, 0), (0, 0), (0, 0)],
         actions=[0, 2, 0, 3, 2, 2],
         rewards=[0, 0, 1, 1, 0, 0],
         holding=[0, 0, 0, 1, 0, 0, 0],
         resets=[1, 0, 0, 0, 1, 0, 0],
     )
+
+
+def test_behaviour_counts_walls_cells_keys_and_doors() -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    traj = _key_then_door()
     out = script.behaviour([traj], size=3)
     assert out["return_mean"] == 2.0 and out["inner_episodes"] == 2
     assert out["wall_step_share"] == pytest.approx(3 / 6)
@@ -227,13 +231,7 @@ def test_memory_use_finds_revealed_targets_and_scores_moves_toward_them() -> Non
     without the key) have a remembered target, the key at (0, 2): "up" is the one move toward it (chance 1/4). A
     critic that ranks "up" first heads for it on both; an actor that prefers "down" never does."""
     script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
-    traj = _trajectory(
-        cells=[(0, 0), (0, 1), (0, 1), (0, 2), (0, 0), (0, 0), (0, 0)],
-        actions=[0, 2, 0, 3, 2, 2],
-        rewards=[0, 0, 1, 1, 0, 0],
-        holding=[0, 0, 0, 1, 0, 0, 0],
-        resets=[1, 0, 0, 0, 1, 0, 0],
-    )
+    traj = _key_then_door()
     pos, targets, known = script.remembered_targets(traj, size=3)
     assert known.tolist() == [False, False, False, False, True, True]
     assert targets[4].tolist() == [0, 2] and targets[5].tolist() == [0, 2] and pos[4].tolist() == [0, 0]
