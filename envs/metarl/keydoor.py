@@ -22,18 +22,25 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
     start cell without the key (``info["inner_reset"] = True``); the task itself terminates after ``rollout_steps``
     steps in all.
 
-    Observation (float32, shape ``(3,)``): ``[x / (size-1), y / (size-1), has_key]``. Action: 0..3 = up, down, left,
-    right (a move into a wall leaves the agent in place). Reward: 0, or +1 at the key and +1 at the door.
+    Observation (float32, shape ``(3,)``): ``[x / (size-1), y / (size-1), has_key]``; with ``cell_input`` a one-hot
+    of the agent's cell (index ``x * size + y``) follows, shape ``(3 + size * size,)``. Either way it says only where
+    the agent is and whether it holds the key. Action: 0..3 = up, down, left, right (a move into a wall leaves the
+    agent in place). Reward: 0, or +1 at the key and +1 at the door.
 
     Args:
         size: Side of the grid (>= 3).
         episode_steps: Step limit of one inner episode.
         rollout_steps: Steps of the whole task (meta-rollout).
+        cell_input: Append the one-hot cell. Values that jump at one cell (the step onto a key or door) are a
+            bump of the scaled coordinates, which small networks fit slowly; on the one-hot cell they are linear
+            (Algorithm Distillation's dark rooms embed the cell index the same way).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium declares it as a plain attribute)
 
-    def __init__(self, size: int = 8, episode_steps: int = 50, rollout_steps: int = 500) -> None:
+    def __init__(
+        self, size: int = 8, episode_steps: int = 50, rollout_steps: int = 500, cell_input: bool = False
+    ) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
         if episode_steps < 1 or rollout_steps < 1:
@@ -41,7 +48,9 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         self.size = int(size)
         self.episode_steps = int(episode_steps)
         self.rollout_steps = int(rollout_steps)
-        self.observation_space = spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32)
+        self.cell_input = bool(cell_input)
+        width = 3 + (self.size * self.size if self.cell_input else 0)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(4)
         self.start = np.zeros(2, dtype=np.int64)
         self.key = np.zeros(2, dtype=np.int64)
@@ -53,7 +62,12 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
 
     def _obs(self) -> np.ndarray:
         scale = self.size - 1
-        return np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)
+        obs = np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)
+        if not self.cell_input:
+            return obs
+        cell = np.zeros(self.size * self.size, dtype=np.float32)
+        cell[self.pos[0] * self.size + self.pos[1]] = 1.0
+        return np.concatenate([obs, cell])
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)

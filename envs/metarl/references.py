@@ -15,6 +15,7 @@ not import.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy.stats
@@ -107,14 +108,16 @@ def bayes_optimal_two_arm_value(horizon: int) -> float:
     return float(nxt[0, 0, 0])
 
 
-def _keydoor_oracle_action(env: DarkKeyDoorEnv) -> int:
+def keydoor_oracle_action(env: DarkKeyDoorEnv) -> int:
+    """The oracle's move: one step of a shortest (Manhattan) path to the key, or to the door once the key is held
+    (it reads the env's hidden ``key`` and ``door`` cells)."""
     target = env.door if env.has_key else env.key
     delta = target - env.pos
     step = np.array([np.sign(delta[0]), 0]) if delta[0] != 0 else np.array([0, np.sign(delta[1])])
     return int(np.flatnonzero((step == MOVES).all(axis=1))[0])
 
 
-def keydoor_monte_carlo(policy: str, n_tasks: int = 1000, seed: int = 0, **env_kwargs: int) -> tuple[float, float]:
+def keydoor_monte_carlo(policy: str, n_tasks: int = 1000, seed: int = 0, **env_kwargs: Any) -> tuple[float, float]:
     """Mean and standard error of the total reward per meta-rollout of ``"random"`` or ``"oracle"`` on dark key-door.
 
     The oracle knows the key and door cells and walks a shortest (Manhattan) path to the key, then to the door; it is
@@ -134,7 +137,7 @@ def keydoor_monte_carlo(policy: str, n_tasks: int = 1000, seed: int = 0, **env_k
     if policy == "random":
         choose = lambda env: int(rng.integers(0, 4))  # noqa: E731
     elif policy == "oracle":
-        choose = _keydoor_oracle_action
+        choose = keydoor_oracle_action
     else:
         raise ValueError(f"unknown key-door policy {policy!r}; expected 'random' or 'oracle'")
     env = DarkKeyDoorEnv(**env_kwargs)

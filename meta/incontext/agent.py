@@ -1,7 +1,8 @@
 """The AMAGO-style agent: timestep encoder -> trajectory encoder -> actor and critic-ensemble heads, one loss.
 
 Shapes: ``B`` windows, ``T`` timesteps with an action (the window holds ``T + 1`` observations so the last step has a
-next state), ``D`` RL^2 input width, ``d`` model width, ``K`` critics, ``G`` discounts, ``A`` actions, ``N`` bins.
+next state), ``D`` RL^2 input width, ``d`` model width, ``K`` critics, ``G`` discounts, ``A`` actions, ``N`` bins (1
+for the scalar critic).
 """
 
 from __future__ import annotations
@@ -161,7 +162,15 @@ class InContextAgent(nn.Module):
         self.actor = nn.Sequential(
             nn.Linear(d, config.head_hidden), nn.LeakyReLU(), nn.Linear(config.head_hidden, self.n_gammas * n_actions)
         )
-        self.critics = EnsembleHead(config.n_critics, d, config.head_hidden, self.n_gammas * n_actions * config.n_bins)
+        if config.policy == "critic" and config.critic_target != "max":
+            raise ValueError("policy='critic' needs critic_target='max' (there is no actor policy to value)")
+        if config.critic_head not in ("twohot", "scalar"):
+            raise ValueError(f"unknown critic_head {config.critic_head!r}; known: twohot, scalar")
+        if config.critic_head == "scalar" and config.critic_init != "uniform":
+            raise ValueError("critic_init='lowest' shapes a two-hot critic's bins; the scalar critic starts near 0")
+        # Outputs per action and discount: the bins' logits, or the value itself.
+        self.n_outputs = config.n_bins if config.critic_head == "twohot" else 1
+        self.critics = EnsembleHead(config.n_critics, d, config.head_hidden, self.n_gammas * n_actions * self.n_outputs)
         self.register_buffer("gammas", torch.tensor(config.gammas, dtype=torch.float32))
         low = -config.bin_range if config.bin_low is None else config.bin_low
         if not low < config.bin_range:
@@ -185,11 +194,14 @@ class InContextAgent(nn.Module):
         return self.traj_encoder(self.timestep_encoder(obs), state, start)
 
     def policy_logits(self, features: torch.Tensor) -> torch.Tensor:
-        """Actor logits ``(..., G, A)`` from sequence outputs ``(..., d)``."""
+        """Policy logits ``(..., G, A)`` from sequence outputs ``(..., d)``: the actor's, or with
+        ``config.policy="critic"`` the ensemble-mean Q in env reward units over ``config.entropy_coef``."""
+        if self.config.policy == "critic":
+            return self.q_values(features).mean(dim=-3) / (self.config.reward_scale * self.config.entropy_coef)
         return self.actor(features).unflatten(-1, (self.n_gammas, self.n_actions))
 
     def _critic_logits(self, head_out: torch.Tensor) -> torch.Tensor:
-        return head_out.unflatten(-1, (self.n_gammas, self.n_actions, self.config.n_bins))
+        return head_out.unflatten(-1, (self.n_gammas, self.n_actions, self.n_outputs))
 
     def q_values(
         self, features: torch.Tensor, critics: EnsembleHead | None = None, members: torch.Tensor | None = None
@@ -200,7 +212,10 @@ class InContextAgent(nn.Module):
         return self.read_values(self._critic_logits(head(features, members)))
 
     def read_values(self, logits: torch.Tensor) -> torch.Tensor:
-        """Values ``(...)`` of critic bin logits ``(..., N)`` under ``config.value_mean``."""
+        """Values ``(...)`` of critic outputs ``(..., N)``: the scalar critic's single output, or the two-hot critic's
+        bin logits read under ``config.value_mean``."""
+        if self.config.critic_head == "scalar":
+            return logits[..., 0]
         if self.config.value_mean == "real":
             return expected_value_real(logits, self.bins)
         return expected_value(logits, self.bins)
@@ -228,10 +243,11 @@ class InContextAgent(nn.Module):
         ``critic_coef * TD + actor_coef * actor + bc_coef * filtered BC``, each averaged over critics / discounts and
         over the unpadded steps:
 
-        * TD: two-hot cross-entropy of every critic against ``c r + gamma (1 - done) V'(s')`` (``c`` the config's
-          ``reward_scale``), where
-          ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` uses the Polyak target heads on
-          the online sequence output (detached).
+        * TD: two-hot cross-entropy (``critic_head="scalar"``: Huber loss) of every critic against
+          ``c r + gamma (1 - done) V'(s')`` (``c`` the config's ``reward_scale``), where
+          ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` (``critic_target="max"``:
+          ``max_a`` instead of the policy's expectation) uses the Polyak target heads on the online sequence output
+          (detached).
         * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean, divided by ``c``: in the env's reward
           units whatever the reward scale; ``actor_loss="amago"``: the minimum over the critics of ``Q`` over the
           batch's TD-target standard deviation instead) from the critics as a *frozen copy*:
@@ -240,12 +256,15 @@ class InContextAgent(nn.Module):
           before the critics are informative (the exact-expectation gradient vanishes at a one-hot policy).
         * filtered BC: ``-log pi_gamma(a_t|s)`` on replayed actions whose advantage is positive (AMAGO, Eq. 3).
 
+        With ``policy="critic"`` there is no actor: the loss is the TD term alone.
+
         Returns:
             The scalar loss and a dict of its parts for logging.
         """
         cfg = self.config
         features, _ = self.encode(batch.obs, None, batch.start)  # (B, T+1, d)
-        logits = self.policy_logits(features)  # (B, T+1, G, A)
+        # The actor's logits (B, T+1, G, A); a critic policy has no actor to train.
+        logits = self.policy_logits(features) if cfg.policy == "actor" else None
         mask = batch.mask
 
         # Critic TD loss.
@@ -256,14 +275,27 @@ class InContextAgent(nn.Module):
             # Drawn from the (CPU) generator, then moved: the same critics on every device.
             subset = torch.randperm(cfg.n_critics, generator=generator)[: cfg.critic_subset].to(features.device)
             next_q = self.q_values(features[:, 1:].detach(), self.target_critics, subset).min(dim=2).values
-            next_pi = torch.softmax(logits[:, 1:].detach(), dim=-1)
-            next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
+            if cfg.critic_target == "max":
+                next_v = next_q.max(dim=-1).values  # (B, T, G)
+            else:
+                assert logits is not None  # critic_target="policy" comes with the actor (checked in __init__)
+                next_pi = torch.softmax(logits[:, 1:].detach(), dim=-1)
+                next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
             # AMAGO's reward multiplier: the critics learn values of scaled rewards (the inputs keep the env's).
             rewards = batch.rewards * cfg.reward_scale
             targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
+        if cfg.critic_head == "scalar":
+            predicted = taken[..., 0]  # (B, T, K, G)
+            td_error = F.huber_loss(predicted, targets[:, :, None].expand_as(predicted), reduction="none")
+        else:
             target_probs = self.encode_targets(targets)  # (B, T, G, N)
-        cross_entropy = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G)
-        critic_loss = _masked_mean(cross_entropy.mean(dim=(2, 3)), mask)
+            td_error = -(target_probs[:, :, None] * bin_log_probs(taken)).sum(-1)  # (B, T, K, G) cross-entropy
+        critic_loss = _masked_mean(td_error.mean(dim=(2, 3)), mask)
+        info = {"train/critic_loss": float(critic_loss.detach())}
+        if logits is None:
+            q_mean = self.read_values(online.detach()).mean(dim=2)[:, :, -1] / cfg.reward_scale  # (B, T, A)
+            info["train/q_mean"] = float(_masked_mean(q_mean.mean(-1), mask))
+            return cfg.critic_coef * critic_loss, info
 
         # Actor term through a frozen weight copy of the critics. With discrete actions the expectation over actions is
         # exact, so Q enters the actor term as a constant: the copy evaluated on detached features is numerically the
@@ -295,8 +327,7 @@ class InContextAgent(nn.Module):
         bc_loss = _masked_mean(-(keep * log_pi.gather(-1, act_index).squeeze(-1)).mean(-1), mask)
 
         total = cfg.critic_coef * critic_loss + cfg.actor_coef * actor_loss + cfg.bc_coef * bc_loss
-        info = {
-            "train/critic_loss": float(critic_loss.detach()),
+        info |= {
             "train/actor_loss": float(actor_loss.detach()),
             "train/entropy": float(_masked_mean(entropy[..., -1].detach(), mask)),
             "train/bc_loss": float(bc_loss.detach()),

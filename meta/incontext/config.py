@@ -25,7 +25,25 @@ class AgentConfig:
         n_critics: Critics in the ensemble.
         critic_subset: Critics drawn at random per update whose minimum forms the TD target (REDQ-style).
         gammas: Discounts learned at once; the agent acts with the last (AMAGO's multi-gamma).
-        n_bins: Bins of the two-hot critic.
+        critic_head: What a critic predicts: ``twohot`` (a categorical distribution over ``n_bins`` bins trained by
+            cross-entropy against two-hot targets; DreamerV3) or ``scalar`` (one number per action and discount
+            trained by the Huber loss against the TD target, as DQN and AMAGO's PopArt critic). On one fixed 5x5
+            key-door layout, offline from random play, the scalar critic's greedy policy reached the optimum within
+            500 updates while the two-hot critic of the key-door settings had not separated the actions after
+            2,000 (``docs/incontext.md``): the gaps between actions are small beside the values, and a
+            cross-entropy over bins a factor of 2 apart in real units resolves them slowly.
+        critic_target: How the TD target values the next state: ``policy`` (``sum_a pi(a|s') Q'(s', a)``, the
+            actor's policy: AMAGO's) or ``max`` (``max_a Q'(s', a)``, Q-learning: the critics learn the greedy
+            policy's values whatever the actor does, so an actor that settled early on a poor action does not keep
+            the critics valuing it).
+        policy: What the agent acts with: ``actor`` (the actor head, trained by the actor and filtered-BC terms) or
+            ``critic`` (no actor: ``softmax(Q / entropy_coef)`` over the ensemble-mean Q of the last discount, the
+            Boltzmann policy that the actor term's entropy bonus aims for, so greedy play is argmax-Q; DQN-style,
+            with the epsilon schedules as its exploration). Needs ``critic_target="max"``. On one fixed 5x5
+            key-door layout, offline, the actor of the key-door settings stayed at a fifth of the optimum after
+            3,000 updates while argmax-Q of the same (scalar, Q-learning) critics was optimal after 500: the exact
+            expectation gradient of a near one-hot softmax hardly moves it toward a better action.
+        n_bins: Bins of the two-hot critic (unused by the scalar critic).
         bin_range: Bins span ``[-bin_range, bin_range]`` in symlog units (upper end ``bin_range`` when ``bin_low`` is
             set).
         bin_low: Lower end of the bins in symlog units; ``None``: ``-bin_range``. A critic sized to the task's return
@@ -86,6 +104,9 @@ class AgentConfig:
     n_critics: int = 4
     critic_subset: int = 2
     gammas: list[float] = field(default_factory=lambda: [0.9, 0.99, 0.999])
+    critic_head: Literal["twohot", "scalar"] = "twohot"
+    critic_target: Literal["policy", "max"] = "policy"
+    policy: Literal["actor", "critic"] = "actor"
     n_bins: int = 33
     bin_range: float = 6.0
     bin_low: float | None = None
@@ -130,6 +151,8 @@ class TrainConfig:
         keydoor_size: Side of the dark key-door's grid (8 is the benchmark's; a smaller grid is a cheaper gate).
         keydoor_episode_steps: Step limit of one inner episode of the key-door (AMAGO's 50).
         keydoor_trial_steps: Steps of one key-door trial, the meta-rollout that keeps one layout (AMAGO's 500).
+        keydoor_cell_input: Append a one-hot of the agent's cell to the key-door's observation (the same information
+            as its two scaled coordinates, in a form where a value that jumps at one cell is linear).
         seed: Seeds networks, replay sampling, exploration and the task draws.
         total_env_steps: Environment steps to collect (the budget).
         max_minutes: Wall-clock cap; the run stops early (and says so) when it is reached. ``None``: no cap.
@@ -173,6 +196,7 @@ class TrainConfig:
     keydoor_size: int = 8
     keydoor_episode_steps: int = 50
     keydoor_trial_steps: int = 500
+    keydoor_cell_input: bool = False
     seed: int = 0
     total_env_steps: int = 100_000
     max_minutes: float | None = None

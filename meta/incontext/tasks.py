@@ -71,6 +71,7 @@ def make_task_env(
     keydoor_size: int = 8,
     keydoor_episode_steps: int = 50,
     keydoor_trial_steps: int = 500,
+    keydoor_cell_input: bool = False,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
 
@@ -83,6 +84,8 @@ def make_task_env(
         keydoor_size: Side of the key-door grid.
         keydoor_episode_steps: Step limit of one inner key-door episode.
         keydoor_trial_steps: Steps of one key-door trial (meta-rollout).
+        keydoor_cell_input: Append the one-hot cell to the key-door's observation
+            (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``cell_input``).
     """
     if task == "bandit":
         env = gym.make("rolloutlab/BernoulliBandit-v0", n_arms=n_arms, horizon=horizon)
@@ -94,6 +97,7 @@ def make_task_env(
             size=keydoor_size,
             episode_steps=keydoor_episode_steps,
             rollout_steps=keydoor_trial_steps,
+            cell_input=keydoor_cell_input,
         )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")

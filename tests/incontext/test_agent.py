@@ -262,3 +262,68 @@ def test_sigma_reparam_agent_trains_gamma() -> None:
     gammas = [m.gamma for m in agent.modules() if isinstance(m, SigmaReparamLinear)]
     assert len(gammas) == 2 * 4  # qkv, out and two feed-forward layers per block, 2 blocks
     assert all(g.grad is not None and torch.isfinite(g.grad) for g in gammas)
+
+
+def _manual_max_target_loss(agent: InContextAgent, batch: Batch) -> torch.Tensor:
+    """The scalar critic's Huber loss against ``r + gamma (1 - done) max_a Q_target(s', a)``, written out (one critic,
+    so the random subset and its minimum are the critic itself)."""
+    features, _ = agent.encode(batch.obs, None, batch.start)
+    q_now = agent.q_values(features[:, :-1])[:, :, 0]  # (B, T, G, A)
+    taken = q_now.gather(-1, batch.actions[:, :, None, None].expand(-1, -1, agent.n_gammas, 1)).squeeze(-1)
+    with torch.no_grad():
+        best_next = agent.q_values(features[:, 1:], agent.target_critics)[:, :, 0].max(-1).values  # (B, T, G)
+        targets = batch.rewards[..., None] + agent.gammas * (1 - batch.dones[..., None]) * best_next
+    return F.huber_loss(taken, targets, reduction="none").mean(-1).mean()
+
+
+def test_scalar_critic_with_max_target_is_q_learning_by_hand() -> None:
+    agent = _agent(
+        critic_head="scalar", critic_target="max", policy="critic", n_critics=1, critic_subset=1, sigma_reparam=False
+    )
+    with torch.no_grad():  # targets away from the online heads, so the max differs from any one action's value
+        for p in agent.target_critics.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    batch = _batch()
+    batch.dones[:, -1] = 1.0
+    loss, info = agent.loss(batch)
+    torch.testing.assert_close(loss, _manual_max_target_loss(agent, batch))
+    assert set(info) == {"train/critic_loss", "train/q_mean"}
+    assert agent.q_values(torch.randn(2, agent.config.d_model)).shape == (2, 1, agent.n_gammas, N_ACTIONS)
+
+
+def test_critic_policy_is_a_boltzmann_policy_of_the_mean_q_and_trains_no_actor() -> None:
+    agent = _agent(critic_head="scalar", critic_target="max", policy="critic", entropy_coef=0.05, reward_scale=2.0)
+    features = torch.randn(5, agent.config.d_model)
+    expected = agent.q_values(features).mean(dim=-3) / (2.0 * 0.05)
+    torch.testing.assert_close(agent.policy_logits(features), expected)
+    loss, _ = agent.loss(_batch())
+    loss.backward()
+    assert all(p.grad is None for p in agent.actor.parameters())
+    assert all(p.grad is not None for p in agent.critics.parameters())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"policy": "critic"}, "critic_target='max'"),
+        ({"critic_head": "scalar", "critic_init": "lowest"}, "two-hot"),
+        ({"critic_head": "bins"}, "unknown critic_head"),
+    ],
+)
+def test_inconsistent_critic_settings_are_refused(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _agent(**overrides)
+
+
+def test_max_target_values_the_best_next_action_not_the_actors() -> None:
+    """With the actor's policy and the max target on the same weights, only the max target changes with a target
+    head that favours an action the actor does not take."""
+    torch.manual_seed(0)
+    policy_target = _agent(critic_head="scalar", n_critics=1, critic_subset=1, sigma_reparam=False)
+    max_target = _agent(critic_head="scalar", critic_target="max", n_critics=1, critic_subset=1, sigma_reparam=False)
+    max_target.load_state_dict(policy_target.state_dict())
+    batch = _batch()
+    torch.testing.assert_close(
+        max_target.loss(batch)[1]["train/critic_loss"], _manual_max_target_loss(max_target, batch).item()
+    )
+    assert policy_target.loss(batch)[1]["train/critic_loss"] != max_target.loss(batch)[1]["train/critic_loss"]

@@ -136,3 +136,17 @@ def test_keydoor_rollout_is_500_steps_with_50_step_episodes() -> None:
             resets.append(steps)
     assert steps == 500
     assert resets == list(range(50, 501, 50))
+
+
+def test_keydoor_cell_input_is_the_one_hot_cell_after_the_coordinates() -> None:
+    plain, with_cell = DarkKeyDoorEnv(size=5), DarkKeyDoorEnv(size=5, cell_input=True)
+    assert with_cell.observation_space.shape == (3 + 25,)
+    obs_plain, _ = plain.reset(seed=3)
+    obs_cell, _ = with_cell.reset(seed=3)
+    for action in [0, 3, 3, 1, 2, 0]:
+        np.testing.assert_array_equal(obs_cell[:3], obs_plain)
+        cell = np.flatnonzero(obs_cell[3:])
+        assert cell.tolist() == [with_cell.pos[0] * 5 + with_cell.pos[1]]
+        assert with_cell.observation_space.contains(obs_cell)
+        obs_plain, *_ = plain.step(action)
+        obs_cell, *_ = with_cell.step(action)
