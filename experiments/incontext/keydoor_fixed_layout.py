@@ -12,7 +12,8 @@ scaled coordinates and with the one-hot cell as input.
     OMP_NUM_THREADS=1 python experiments/incontext/keydoor_fixed_layout.py
 
 Writes ``--out`` (default ``results/keydoor_fixed_layout.json``): per variant and input, the greedy return along
-training, the updates to reach ``--solved-fraction`` of the oracle (``None`` if never) and the seconds taken.
+training, the updates to reach ``--solved-fraction`` of the oracle (``None`` if never) and the seconds taken; and its
+markdown table beside it (``.md``).
 """
 
 from __future__ import annotations
@@ -129,6 +130,25 @@ def run_variant(args: Args, name: str, cell: bool, oracle: float) -> dict[str, A
         "updates_to_solve": solved,
         "seconds": time.perf_counter() - start,
     }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The markdown table of a result: one row per variant and input."""
+    lines = [
+        "| variant | input | greedy return every 500 updates | updates to solve | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    for run in result["runs"]:
+        curve = ", ".join(f"{p['greedy']:.0f}" for p in run["curve"])
+        solved = "never" if run["updates_to_solve"] is None else f"{run['updates_to_solve']:,}"
+        lines.append(f"| `{run['variant']}` | {run['input']} | {curve} | {solved} | {run['seconds']:.0f} |")
+    args = result["args"]
+    lines += [
+        "",
+        f"Oracle on the layout: {result['oracle']:.0f}. Solved: greedy return >= {args['solved_fraction']} x the "
+        f"oracle's. {args['replay_trials']} random-play trials in the replay, seed {args['seed']}.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main(args: Args) -> None:
