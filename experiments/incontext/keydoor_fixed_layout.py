@@ -165,16 +165,15 @@ def main(args: Args) -> None:
                 f"solved after {run['updates_to_solve']} updates, {run['seconds']:.0f} s",
                 flush=True,
             )
-            atomic_write_json(
-                Path(args.out),
-                {
-                    "task": fields,
-                    "layout_seed": args.layout_seed,
-                    "oracle": oracle,
-                    "args": dataclasses.asdict(args),
-                    "runs": runs,
-                },
-            )
+            result = {
+                "task": fields,
+                "layout_seed": args.layout_seed,
+                "oracle": oracle,
+                "args": dataclasses.asdict(args),
+                "runs": runs,
+            }
+            atomic_write_json(Path(args.out), result)
+            Path(args.out).with_suffix(".md").write_text(table(result))
 
 
 if __name__ == "__main__":
