@@ -101,6 +101,7 @@ def oracle_return(fields: dict[str, Any], layout_seed: int) -> float:
 
 def run_variant(args: Args, name: str, cell: bool, oracle: float) -> dict[str, Any]:
     """Train one variant on the fixed layout's random-play replay; its greedy return along the way."""
+    # The setting's config at the gate's 16,000-step budget: its update-counted schedules (warm-up) as in the gate.
     base = agent_config(args.setting, args.task, args.seed, 16_000, None, 1)
     agent = dataclasses.replace(base.agent, **{**BASE, **VARIANTS[name]})
     cfg = dataclasses.replace(base, agent=agent, keydoor_cell_input=cell)

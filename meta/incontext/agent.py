@@ -164,6 +164,8 @@ class InContextAgent(nn.Module):
         )
         if config.policy == "critic" and config.critic_target != "max":
             raise ValueError("policy='critic' needs critic_target='max' (there is no actor policy to value)")
+        if config.policy == "critic" and not config.entropy_coef > 0:
+            raise ValueError(f"policy='critic' needs entropy_coef > 0 (its temperature), got {config.entropy_coef}")
         if config.critic_head not in ("twohot", "scalar"):
             raise ValueError(f"unknown critic_head {config.critic_head!r}; known: twohot, scalar")
         if config.critic_head == "scalar" and config.critic_init != "uniform":

@@ -30,8 +30,8 @@ class AgentConfig:
             trained by the Huber loss against the TD target, as DQN and AMAGO's PopArt critic). On one fixed 5x5
             key-door layout, offline from random play, the scalar critic's greedy policy reached the optimum within
             500 updates while the two-hot critic of the key-door settings had not separated the actions after
-            2,000 (``docs/incontext.md``): the gaps between actions are small beside the values, and a
-            cross-entropy over bins a factor of 2 apart in real units resolves them slowly.
+            3,000 (``experiments/incontext/results/keydoor_fixed_layout.json``): the gaps between actions are small
+            beside the values, and a cross-entropy over bins a factor of 2 apart in real units resolves them slowly.
         critic_target: How the TD target values the next state: ``policy`` (``sum_a pi(a|s') Q'(s', a)``, the
             actor's policy: AMAGO's) or ``max`` (``max_a Q'(s', a)``, Q-learning: the critics learn the greedy
             policy's values whatever the actor does, so an actor that settled early on a poor action does not keep
@@ -39,10 +39,10 @@ class AgentConfig:
         policy: What the agent acts with: ``actor`` (the actor head, trained by the actor and filtered-BC terms) or
             ``critic`` (no actor: ``softmax(Q / entropy_coef)`` over the ensemble-mean Q of the last discount, the
             Boltzmann policy that the actor term's entropy bonus aims for, so greedy play is argmax-Q; DQN-style,
-            with the epsilon schedules as its exploration). Needs ``critic_target="max"``. On one fixed 5x5
-            key-door layout, offline, the actor of the key-door settings stayed at a fifth of the optimum after
-            3,000 updates while argmax-Q of the same (scalar, Q-learning) critics was optimal after 500: the exact
-            expectation gradient of a near one-hot softmax hardly moves it toward a better action.
+            with the epsilon schedules as its exploration). Needs ``critic_target="max"`` and ``entropy_coef > 0``.
+            On one fixed 5x5 key-door layout, offline, the actor of the key-door settings stayed at a fifth of the
+            optimum after 3,000 updates while argmax-Q of the same (scalar, Q-learning) critics was optimal after
+            500: the exact expectation gradient of a near one-hot softmax hardly moves it toward a better action.
         n_bins: Bins of the two-hot critic (unused by the scalar critic).
         bin_range: Bins span ``[-bin_range, bin_range]`` in symlog units (upper end ``bin_range`` when ``bin_low`` is
             set).

@@ -306,6 +306,7 @@ def test_critic_policy_is_a_boltzmann_policy_of_the_mean_q_and_trains_no_actor()
     ("overrides", "message"),
     [
         ({"policy": "critic"}, "critic_target='max'"),
+        ({"policy": "critic", "critic_target": "max", "entropy_coef": 0.0}, "entropy_coef > 0"),
         ({"critic_head": "scalar", "critic_init": "lowest"}, "two-hot"),
         ({"critic_head": "bins"}, "unknown critic_head"),
     ],
