@@ -100,6 +100,58 @@ def multi_gamma_targets(
     return rewards[..., None] + gammas * (1.0 - dones[..., None]) * next_values
 
 
+def n_step_targets(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    mask: torch.Tensor,
+    next_values: torch.Tensor,
+    gammas: torch.Tensor,
+    n_step: int,
+) -> torch.Tensor:
+    """``n_step``-step TD targets for every discount at once (uncorrected for the behaviour policy).
+
+    ``y[t, g] = sum_{k<m} gamma_g^k r[t+k] + gamma_g^m V_g(s[t+m])`` with ``m = n_step``, cut short at the first task
+    end (``dones``: no bootstrap after it) and at the last real step of the row (``mask``: it bootstraps from the
+    state after that step, which the window holds). With ``n_step = 1`` this is :func:`multi_gamma_targets` on the
+    real steps. Padded steps get 0.
+
+    Args:
+        rewards: ``(B, T)``.
+        dones: ``(B, T)``.
+        mask: ``(B, T)``, 1.0 on real steps; real steps come first in each row.
+        next_values: ``(B, T, G)``, ``V_g(s[t+1])``.
+        gammas: ``(G,)``.
+        n_step: Rewards summed before bootstrapping (>= 1).
+
+    Returns:
+        ``(B, T, G)``.
+    """
+    if n_step < 1:
+        raise ValueError(f"n_step must be >= 1, got {n_step}")
+
+    def ahead(x: torch.Tensor, k: int) -> torch.Tensor:
+        """``x[:, t + k]`` at position ``t`` (zeros past the row's end); ``x`` is ``(B, T, ...)``."""
+        if k == 0:
+            return x
+        shifted = torch.zeros_like(x)
+        if k < x.shape[1]:
+            shifted[:, : x.shape[1] - k] = x[:, k:]
+        return shifted
+
+    targets = torch.zeros_like(next_values)
+    alive = mask[..., None]  # (B, T, 1): the sum from t has not ended before step t + k
+    discount = torch.ones_like(gammas)
+    for k in range(n_step):
+        reward, done = ahead(rewards, k)[..., None], ahead(dones, k)[..., None]
+        targets = targets + alive * discount * reward
+        discount = discount * gammas
+        # Bootstrap after step t + k when the sum is full or the row has no real step t + k + 1.
+        stop = torch.ones_like(alive) if k == n_step - 1 else 1.0 - ahead(mask, k + 1)[..., None]
+        targets = targets + alive * stop * discount * (1.0 - done) * ahead(next_values, k)
+        alive = alive * (1.0 - stop) * (1.0 - done)
+    return targets
+
+
 #: Floor of the advantages' scale in :func:`normalize_advantages` (env reward units): smaller differences are noise.
 ADVANTAGE_FLOOR = 1e-3
 
@@ -166,6 +218,8 @@ class InContextAgent(nn.Module):
             raise ValueError("policy='critic' needs critic_target='max' (there is no actor policy to value)")
         if config.policy == "critic" and not config.entropy_coef > 0:
             raise ValueError(f"policy='critic' needs entropy_coef > 0 (its temperature), got {config.entropy_coef}")
+        if config.n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {config.n_step}")
         if config.critic_head not in ("twohot", "scalar"):
             raise ValueError(f"unknown critic_head {config.critic_head!r}; known: twohot, scalar")
         if config.critic_head == "scalar" and config.critic_init != "uniform":
@@ -249,7 +303,8 @@ class InContextAgent(nn.Module):
           ``c r + gamma (1 - done) V'(s')`` (``c`` the config's ``reward_scale``), where
           ``V'(s') = sum_a pi_gamma(a|s') min_{2 random critics} Q_target(s', a)`` (``critic_target="max"``:
           ``max_a`` instead of the policy's expectation) uses the Polyak target heads on the online sequence output
-          (detached).
+          (detached). With ``n_step > 1`` the target sums ``n_step`` rewards before it bootstraps
+          (:func:`n_step_targets`).
         * actor: ``-sum_a pi_gamma(a|s) A(s, a)`` with ``A`` (ensemble mean, divided by ``c``: in the env's reward
           units whatever the reward scale; ``actor_loss="amago"``: the minimum over the critics of ``Q`` over the
           batch's TD-target standard deviation instead) from the critics as a *frozen copy*:
@@ -285,7 +340,10 @@ class InContextAgent(nn.Module):
                 next_v = (next_pi * next_q).sum(-1)  # (B, T, G)
             # AMAGO's reward multiplier: the critics learn values of scaled rewards (the inputs keep the env's).
             rewards = batch.rewards * cfg.reward_scale
-            targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
+            if cfg.n_step == 1:
+                targets = multi_gamma_targets(rewards, batch.dones, next_v, self.gammas)
+            else:
+                targets = n_step_targets(rewards, batch.dones, mask, next_v, self.gammas, cfg.n_step)
         if cfg.critic_head == "scalar":
             predicted = taken[..., 0]  # (B, T, K, G)
             td_error = F.huber_loss(predicted, targets[:, :, None].expand_as(predicted), reduction="none")

@@ -36,6 +36,12 @@ class AgentConfig:
             actor's policy: AMAGO's) or ``max`` (``max_a Q'(s', a)``, Q-learning: the critics learn the greedy
             policy's values whatever the actor does, so an actor that settled early on a poor action does not keep
             the critics valuing it).
+        n_step: Steps of reward summed before the TD target bootstraps (``n_step`` = 1: one-step TD). Longer sums carry
+            a reward back ``n_step`` positions per update instead of one, so the value of a search that pays off many
+            steps later reaches its first steps in fewer updates. The sum is not corrected for the behaviour policy
+            (as in Ape-X and R2D2, whose ``n`` is 3-5): it values the acting policy's next ``n_step - 1`` moves,
+            which is close to the greedy one's when acting is close to greedy. The sum stops at a task end (no
+            bootstrap) and at the end of the replayed window or trajectory (bootstrapping there).
         policy: What the agent acts with: ``actor`` (the actor head, trained by the actor and filtered-BC terms) or
             ``critic`` (no actor: ``softmax(Q / entropy_coef)`` over the ensemble-mean Q of the last discount, the
             Boltzmann policy that the actor term's entropy bonus aims for, so greedy play is argmax-Q; DQN-style,
@@ -106,6 +112,7 @@ class AgentConfig:
     gammas: list[float] = field(default_factory=lambda: [0.9, 0.99, 0.999])
     critic_head: Literal["twohot", "scalar"] = "twohot"
     critic_target: Literal["policy", "max"] = "policy"
+    n_step: int = 1
     policy: Literal["actor", "critic"] = "actor"
     n_bins: int = 33
     bin_range: float = 6.0

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from meta.incontext.agent import Batch, InContextAgent, multi_gamma_targets
+from meta.incontext.agent import Batch, InContextAgent, multi_gamma_targets, n_step_targets
 from meta.incontext.config import AgentConfig
 from meta.incontext.sequence import SigmaReparamLinear
 from meta.incontext.value_scale import bin_log_probs, expected_value, symexp, symlog, twohot
@@ -134,6 +134,29 @@ def test_multi_gamma_targets_by_hand() -> None:
     gammas = torch.tensor([0.5, 0.9])
     expected = torch.tensor([[[1.0 + 5.0, 1.0 + 18.0], [0.5 + 2.0, 0.5 + 7.2], [2.0, 2.0]]])
     torch.testing.assert_close(multi_gamma_targets(rewards, dones, next_values, gammas), expected)
+
+
+def test_n_step_targets_by_hand() -> None:
+    """Two-step sums: cut at the task end (no bootstrap) and at the row's last real step (bootstrap there)."""
+    gammas = torch.tensor([0.5, 1.0])
+    rewards = torch.tensor([[1.0, 2.0, 4.0, 0.0], [1.0, 2.0, 4.0, 9.0]])
+    dones = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])  # row 1 is cut after step 2 (not a task end)
+    values = torch.tensor([10.0, 20.0, 30.0, 99.0])  # V(s[t + 1]), the same under both discounts
+    next_values = values[None, :, None].expand(2, 4, 2)
+    targets = n_step_targets(rewards, dones, mask, next_values, gammas, n_step=2)
+    g = gammas
+    ended = torch.stack([1 + 2 * g + g**2 * 20, 2 + 4 * g, 4 + 0 * g, 0 * g])  # row 0: the task ends at step 2
+    cut = torch.stack([1 + 2 * g + g**2 * 20, 2 + 4 * g + g**2 * 30, 4 + g * 30, 0 * g])  # row 1 bootstraps at 2
+    torch.testing.assert_close(targets, torch.stack([ended, cut]))
+    # One step is the one-step target on the real steps.
+    one = n_step_targets(rewards, dones, mask, next_values, gammas, n_step=1)
+    torch.testing.assert_close(
+        one * mask[..., None], multi_gamma_targets(rewards, dones, next_values, gammas) * mask[..., None]
+    )
+    # A sum longer than the row bootstraps from the row's last next state.
+    long = n_step_targets(rewards[1:], dones[1:], mask[1:], next_values[1:], gammas, n_step=10)
+    torch.testing.assert_close(long[0, 0], 1 + 2 * g + 4 * g**2 + g**3 * 30)
 
 
 def test_agent_bootstraps_each_discount_from_its_own_head() -> None:
@@ -264,15 +287,31 @@ def test_sigma_reparam_agent_trains_gamma() -> None:
     assert all(g.grad is not None and torch.isfinite(g.grad) for g in gammas)
 
 
-def _manual_max_target_loss(agent: InContextAgent, batch: Batch) -> torch.Tensor:
-    """The scalar critic's Huber loss against ``r + gamma (1 - done) max_a Q_target(s', a)``, written out (one critic,
-    so the random subset and its minimum are the critic itself)."""
+def _manual_max_target_loss(agent: InContextAgent, batch: Batch, n_step: int = 1) -> torch.Tensor:
+    """The scalar critic's Huber loss against ``sum_{k<n} gamma^k r[t+k] + gamma^n max_a Q_target(s[t+n], a)``
+    (cut at a task end or the row's end), written out step by step (one critic, so the random subset and its minimum
+    are the critic itself; every step of the batch is real)."""
     features, _ = agent.encode(batch.obs, None, batch.start)
     q_now = agent.q_values(features[:, :-1])[:, :, 0]  # (B, T, G, A)
     taken = q_now.gather(-1, batch.actions[:, :, None, None].expand(-1, -1, agent.n_gammas, 1)).squeeze(-1)
     with torch.no_grad():
         best_next = agent.q_values(features[:, 1:], agent.target_critics)[:, :, 0].max(-1).values  # (B, T, G)
-        targets = batch.rewards[..., None] + agent.gammas * (1 - batch.dones[..., None]) * best_next
+        targets = torch.zeros_like(best_next)
+        rows, steps = batch.rewards.shape
+        for b in range(rows):
+            for t in range(steps):
+                for g, gamma in enumerate(agent.gammas.tolist()):
+                    total, discount, u = 0.0, 1.0, t
+                    while True:
+                        total += discount * float(batch.rewards[b, u])
+                        discount *= gamma
+                        if batch.dones[b, u] > 0:
+                            break
+                        if u == t + n_step - 1 or u == steps - 1:
+                            total += discount * float(best_next[b, u, g])
+                            break
+                        u += 1
+                    targets[b, t, g] = total
     return F.huber_loss(taken, targets, reduction="none").mean(-1).mean()
 
 
@@ -285,8 +324,13 @@ def test_scalar_critic_with_max_target_is_q_learning_by_hand() -> None:
             p.add_(0.3 * torch.randn_like(p))
     batch = _batch()
     batch.dones[:, -1] = 1.0
+    batch.dones[0, 4] = 1.0  # a task end inside a row: no sum runs past it
     loss, info = agent.loss(batch)
     torch.testing.assert_close(loss, _manual_max_target_loss(agent, batch))
+    for n_step in (3, 20):  # 20 is longer than the rows
+        agent.config.n_step = n_step
+        torch.testing.assert_close(agent.loss(batch)[0], _manual_max_target_loss(agent, batch, n_step))
+        assert not torch.allclose(agent.loss(batch)[0], loss)
     assert set(info) == {"train/critic_loss", "train/q_mean"}
     assert agent.q_values(torch.randn(2, agent.config.d_model)).shape == (2, 1, agent.n_gammas, N_ACTIONS)
 
@@ -309,6 +353,7 @@ def test_critic_policy_is_a_boltzmann_policy_of_the_mean_q_and_trains_no_actor()
         ({"policy": "critic", "critic_target": "max", "entropy_coef": 0.0}, "entropy_coef > 0"),
         ({"critic_head": "scalar", "critic_init": "lowest"}, "two-hot"),
         ({"critic_head": "bins"}, "unknown critic_head"),
+        ({"n_step": 0}, "n_step must be >= 1"),
     ],
 )
 def test_inconsistent_critic_settings_are_refused(overrides: dict[str, object], message: str) -> None:
