@@ -59,6 +59,7 @@ from experiments.incontext.matched_protocol import (
     load_json,
     matched_references,
     partial_path,
+    ppo_budgets,
     run_agent,
     run_ppo,
     save_json,
@@ -160,11 +161,7 @@ def run_task(name: str, args: Args, root: Path) -> None:
     for seed, cfg in configs.items():
         agent = agent_runs[seed]
         assert agent is not None
-        budgets: dict[str, tuple[int | None, float | None]] = {
-            "ppo_equal_steps": (int(agent["env_steps"]), None),
-            "ppo_equal_time": (None, float(agent["train_seconds"])),
-        }
-        for method, (env_steps, max_seconds) in budgets.items():
+        for method, (env_steps, max_seconds) in ppo_budgets(agent).items():
             path = partial_path(root, name, method, seed)
             if load_json(path) is None:
                 save_json(path, run_ppo(cfg, env_steps, max_seconds, best_config))

@@ -17,10 +17,10 @@ from script_modules import REPO, load_script
 
 from experiments.incontext.benchmark_parts import config_changed
 from experiments.incontext.matched_protocol import (
-    _one_row_per_step,
     agent_config,
     amago_config,
     issue7_config,
+    one_row_per_step,
     partial_path,
     summarize,
     summary_table,
@@ -246,7 +246,7 @@ def test_learning_curve_has_one_row_per_env_step(tmp_path: Path) -> None:
     for result in (first, again):
         assert [row["env_steps"] for row in result["history"]] == [20, 40, 60, 80]
     repeated = [{"env_steps": 40, "eval_return": 1.0}, {"env_steps": 80, "eval_return": 2.0}] * 2
-    assert [r["env_steps"] for r in _one_row_per_step(sorted(repeated, key=lambda r: r["env_steps"]))] == [40, 80]
+    assert [r["env_steps"] for r in one_row_per_step(sorted(repeated, key=lambda r: r["env_steps"]))] == [40, 80]
 
 
 def test_time_in_trial_input() -> None:
