@@ -280,7 +280,7 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     args = script.Args(
         tasks=["bandit_2x100"], seeds=[0], budget_scale=0.005, eval_tasks=20, skip_ppo=True,
         partial_dir=str(tmp_path / "partial"), runs_root=str(tmp_path / "runs"), out=str(tmp_path),
-        tmaze_headline_dir=str(tmp_path / "no_headline"),
+        tmaze_headline_dir=str(tmp_path / "no_headline"), bandit_headline_dir=str(tmp_path / "no_headline"),
     )  # fmt: skip
     script.main(args)
     agent_file = partial_path(tmp_path / "partial", "bandit_2x100", "agent", 0)
@@ -327,7 +327,7 @@ def test_benchmark_summary_carries_the_pre_registered_tmaze_headline(tmp_path: P
     (headline / "agent_seed100.json").write_text(json.dumps(run))
     args = script.Args(
         summarize_only=True, seeds=[0], partial_dir=str(tmp_path / "partial"), out=str(tmp_path),
-        tmaze_headline_dir=str(headline),
+        tmaze_headline_dir=str(headline), bandit_headline_dir=str(tmp_path / "no_headline"),
     )  # fmt: skip
     script.main(args)
     summary = json.loads((tmp_path / "summary.json").read_text())
