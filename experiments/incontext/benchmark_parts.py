@@ -113,15 +113,32 @@ def load_part(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _dotted(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict flattened to dotted keys (``agent.lr``)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_differences(stored: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """The fields, dotted (``agent.lr``), in which a stored run's resolved config differs from ``cfg``."""
+    # Fields added since the run get the defaults of the code that ran it.
+    old = _dotted(to_dict(from_dict(TrainConfig, with_saved_defaults(stored))))
+    current = _dotted(to_dict(cfg))
+    return sorted(
+        key for key in old.keys() | current.keys() if key not in old or key not in current or old[key] != current[key]
+    )
+
+
 def config_changed(stored: dict[str, Any], cfg: TrainConfig, ignore_time_cap: bool = False) -> bool:
     """Whether a stored run's resolved config differs from ``cfg`` (the wall-clock cap optionally ignored: a T-maze
     run stops when solved, and an extended one records its extension's cap)."""
-    current = to_dict(cfg)
-    # Fields added since the run get the defaults of the code that ran it.
-    stored = to_dict(from_dict(TrainConfig, with_saved_defaults(stored)))
-    if ignore_time_cap:
-        stored, current = ({k: v for k, v in c.items() if k != "max_minutes"} for c in (stored, current))
-    return stored != current
+    ignored = {"max_minutes"} if ignore_time_cap else set()
+    return bool(set(config_differences(stored, cfg)) - ignored)
 
 
 def nest_single_seed_runs(runs: dict[str, Any]) -> None:

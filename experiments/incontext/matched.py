@@ -32,10 +32,10 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 
 Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
 ``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
-``"status": "incomplete"``; ``tmaze_headline``: the pre-registered T-maze headline on fresh seeds of
-``experiments/incontext/tmaze_headline.py``, per seed and its verdict), ``results/summary.md`` (its table) and
-``results/summary.png`` (each seed's learning curve against the target, the references and RecurrentPPO). The logic
-is :mod:`experiments.incontext.matched_protocol`'s.
+``"status": "incomplete"``; ``tmaze_headline`` and ``bandit_2x100_headline``: the pre-registered headlines on fresh
+seeds of ``experiments/incontext/headline.py``, per seed and their verdicts, where a plan exists),
+``results/summary.md`` (its table, then one line per headline) and ``results/summary.png`` (each seed's learning curve
+against the target, the references and RecurrentPPO). The logic is :mod:`experiments.incontext.matched_protocol`'s.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.benchmark_parts import config_changed
+from experiments.incontext.headline import BANDIT, TMAZE, headline_line, headline_summary
 from experiments.incontext.matched_protocol import (
     BUDGETS,
     SETTINGS,
@@ -59,13 +60,13 @@ from experiments.incontext.matched_protocol import (
     load_json,
     matched_references,
     partial_path,
+    ppo_budgets,
     run_agent,
     run_ppo,
     save_json,
     summarize,
     summary_table,
 )
-from experiments.incontext.tmaze_headline import HEADLINE_DIR, headline_line, headline_summary
 from meta.incontext.baseline import recurrent_ppo_grid
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text
 from rolloutlab.threads import set_torch_threads
@@ -99,9 +100,12 @@ class Args:
     """Checkpoint folders of the agent runs (a killed run resumes from here)."""
     out: str = str(RESULTS)
     """Where summary.json and summary.md go."""
-    tmaze_headline_dir: str = str(HEADLINE_DIR)
-    """The pre-registered T-maze headline's folder (experiments/incontext/tmaze_headline.py): its summary goes into
-    summary.json under ``tmaze_headline`` when it has a plan."""
+    tmaze_headline_dir: str = str(TMAZE.folder)
+    """The pre-registered T-maze headline's folder (experiments/incontext/headline.py --task tmaze_100): its summary
+    goes into summary.json under ``tmaze_headline`` when it has a plan."""
+    bandit_headline_dir: str = str(BANDIT.folder)
+    """The pre-registered bandit 2x100 headline's folder (experiments/incontext/headline.py --task bandit_2x100): its
+    summary goes into summary.json under ``bandit_2x100_headline`` when it has a plan."""
 
 
 def run_task(name: str, args: Args, root: Path) -> None:
@@ -160,11 +164,7 @@ def run_task(name: str, args: Args, root: Path) -> None:
     for seed, cfg in configs.items():
         agent = agent_runs[seed]
         assert agent is not None
-        budgets: dict[str, tuple[int | None, float | None]] = {
-            "ppo_equal_steps": (int(agent["env_steps"]), None),
-            "ppo_equal_time": (None, float(agent["train_seconds"])),
-        }
-        for method, (env_steps, max_seconds) in budgets.items():
+        for method, (env_steps, max_seconds) in ppo_budgets(agent).items():
             path = partial_path(root, name, method, seed)
             if load_json(path) is None:
                 save_json(path, run_ppo(cfg, env_steps, max_seconds, best_config))
@@ -214,13 +214,16 @@ def main(args: Args) -> None:
         for name in args.tasks:
             run_task(name, args, root)
     summary = summarize(root, args.seeds)
-    headline = headline_summary(Path(args.tmaze_headline_dir))
-    if headline is not None:
-        summary["tmaze_headline"] = headline
+    lines = []
+    for headline, folder in ((TMAZE, args.tmaze_headline_dir), (BANDIT, args.bandit_headline_dir)):
+        result = headline_summary(Path(folder))
+        if result is not None:
+            summary[headline.summary_key] = result
+            lines.append("\n" + headline_line(result))
     summary["args"] = dataclasses.asdict(args)
     out = Path(args.out)
     atomic_write_json(out / "summary.json", summary)
-    table = summary_table(summary) + ("" if headline is None else "\n" + headline_line(headline))
+    table = summary_table(summary) + "".join(lines)
     atomic_write_text(out / "summary.md", table)
     plot(summary, out / "summary.png")
     print(table)

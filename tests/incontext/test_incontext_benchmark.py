@@ -98,19 +98,24 @@ def test_committed_summary_and_table_are_generated_from_the_part_files() -> None
 
 def test_committed_second_round_summary_is_generated_from_the_matched_pieces() -> None:
     """The matched benchmark's ``summary.json`` and ``summary.md`` are ``matched.py --summarize-only``'s (the table,
-    then the pre-registered T-maze headline's line), and the results page quotes them."""
+    then a line per pre-registered headline with a plan), and the results page quotes them."""
+    from experiments.incontext.headline import HEADLINES, headline_line, headline_summary
     from experiments.incontext.matched_protocol import summarize
     from experiments.incontext.matched_protocol import summary_table as matched_table
-    from experiments.incontext.tmaze_headline import HEADLINE_DIR, headline_line, headline_summary
 
     committed = json.loads((RESULTS / "summary.json").read_text())
     summary = summarize(RESULTS / "matched_partial", committed["seeds"])
     assert json.dumps(summary["tasks"]) == json.dumps(committed["tasks"])
-    headline = headline_summary(HEADLINE_DIR)
-    assert headline is not None
-    assert json.dumps(committed["tmaze_headline"]) == json.dumps(headline)
+    expected = matched_table(summary)
+    for headline in HEADLINES.values():
+        result = headline_summary(headline.folder)
+        assert (result is None) == (headline.summary_key not in committed)
+        if result is not None:
+            assert json.dumps(committed[headline.summary_key]) == json.dumps(result)
+            expected += "\n" + headline_line(result)
+    assert "tmaze_headline" in committed
     table = (RESULTS / "summary.md").read_text()
-    assert table == matched_table(summary) + "\n" + headline_line(headline)
+    assert table == expected
     assert table.strip() in (ROOT / "docs" / "results" / "incontext.md").read_text()
 
 

@@ -17,10 +17,10 @@ from script_modules import REPO, load_script
 
 from experiments.incontext.benchmark_parts import config_changed
 from experiments.incontext.matched_protocol import (
-    _one_row_per_step,
     agent_config,
     amago_config,
     issue7_config,
+    one_row_per_step,
     partial_path,
     summarize,
     summary_table,
@@ -246,7 +246,7 @@ def test_learning_curve_has_one_row_per_env_step(tmp_path: Path) -> None:
     for result in (first, again):
         assert [row["env_steps"] for row in result["history"]] == [20, 40, 60, 80]
     repeated = [{"env_steps": 40, "eval_return": 1.0}, {"env_steps": 80, "eval_return": 2.0}] * 2
-    assert [r["env_steps"] for r in _one_row_per_step(sorted(repeated, key=lambda r: r["env_steps"]))] == [40, 80]
+    assert [r["env_steps"] for r in one_row_per_step(sorted(repeated, key=lambda r: r["env_steps"]))] == [40, 80]
 
 
 def test_time_in_trial_input() -> None:
@@ -280,7 +280,7 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     args = script.Args(
         tasks=["bandit_2x100"], seeds=[0], budget_scale=0.005, eval_tasks=20, skip_ppo=True,
         partial_dir=str(tmp_path / "partial"), runs_root=str(tmp_path / "runs"), out=str(tmp_path),
-        tmaze_headline_dir=str(tmp_path / "no_headline"),
+        tmaze_headline_dir=str(tmp_path / "no_headline"), bandit_headline_dir=str(tmp_path / "no_headline"),
     )  # fmt: skip
     script.main(args)
     agent_file = partial_path(tmp_path / "partial", "bandit_2x100", "agent", 0)
@@ -327,7 +327,7 @@ def test_benchmark_summary_carries_the_pre_registered_tmaze_headline(tmp_path: P
     (headline / "agent_seed100.json").write_text(json.dumps(run))
     args = script.Args(
         summarize_only=True, seeds=[0], partial_dir=str(tmp_path / "partial"), out=str(tmp_path),
-        tmaze_headline_dir=str(headline),
+        tmaze_headline_dir=str(headline), bandit_headline_dir=str(tmp_path / "no_headline"),
     )  # fmt: skip
     script.main(args)
     summary = json.loads((tmp_path / "summary.json").read_text())

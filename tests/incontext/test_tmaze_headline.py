@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.incontext.tmaze_headline import (
-    HEADLINE_DIR,
+from experiments.incontext.headline import (
     RESULTS,
+    TMAZE,
     Args,
-    build_preregistration,
     check_plan,
     committed_unchanged,
     headline_line,
@@ -21,8 +20,11 @@ from experiments.incontext.tmaze_headline import (
     main,
     pick_setting,
     planned_config,
+    tmaze_preregistration,
     unit_path,
 )
+
+HEADLINE_DIR = TMAZE.folder
 
 
 def _evidence(at_target: int, mean: float, wall: float) -> dict[str, float]:
@@ -41,18 +43,18 @@ def test_rule_breaks_ties_by_mean_success_then_by_lower_wall_time() -> None:
 
 
 def test_the_side_seeds_pick_whole_trial_and_fresh_seeds_must_be_new() -> None:
-    plan = build_preregistration(RESULTS)
+    plan = tmaze_preregistration(RESULTS)
     assert plan["picked"]["name"] == "whole_trial"
     assert plan["candidates"]["whole_trial"]["success_per_seed"] == [1.0, 1.0, 1.0]
     assert not set(plan["seeds"]) & set(plan["side_seeds_used_before"])
     with pytest.raises(ValueError, match="already used"):
-        build_preregistration(RESULTS, seeds=[1, 100])
+        tmaze_preregistration(RESULTS, seeds=[1, 100])
 
 
 def test_the_committed_plan_is_what_the_rule_gives() -> None:
     plan = json.loads((HEADLINE_DIR / "preregistration.json").read_text())
     check_plan(plan, RESULTS)
-    fresh = build_preregistration(RESULTS)
+    fresh = tmaze_preregistration(RESULTS)
     for key in ("picked", "env_steps", "seeds", "target", "candidates"):
         assert plan[key] == fresh[key]
 
@@ -69,7 +71,8 @@ def test_main_refuses_seeds_outside_the_plan_before_training(tmp_path: Path) -> 
     plan = json.loads((HEADLINE_DIR / "preregistration.json").read_text())
     (tmp_path / "preregistration.json").write_text(json.dumps(plan))
     with pytest.raises(SystemExit, match="not in the pre-registered plan"):
-        main(Args(seeds=[100, 7], dir=str(tmp_path), runs_root=str(tmp_path / "runs"), allow_uncommitted=True))
+        runs = str(tmp_path / "runs")
+        main(Args("tmaze_100", seeds=[100, 7], dir=str(tmp_path), runs_root=runs, allow_uncommitted=True))
     assert not (tmp_path / "runs").exists()
 
 
@@ -77,13 +80,13 @@ def test_main_refuses_an_uncommitted_plan(tmp_path: Path) -> None:
     plan = json.loads((HEADLINE_DIR / "preregistration.json").read_text())
     (tmp_path / "preregistration.json").write_text(json.dumps(plan))
     with pytest.raises(SystemExit, match="not committed"):
-        main(Args(dir=str(tmp_path), runs_root=str(tmp_path / "runs")))
+        main(Args(task="tmaze_100", dir=str(tmp_path), runs_root=str(tmp_path / "runs")))
 
 
 def test_preregister_never_overwrites_a_plan(tmp_path: Path) -> None:
     (tmp_path / "preregistration.json").write_text("{}")
     with pytest.raises(SystemExit, match="exists"):
-        main(Args(preregister=True, dir=str(tmp_path)))
+        main(Args(task="tmaze_100", preregister=True, dir=str(tmp_path)))
 
 
 def _git(cwd: Path, *args: str) -> None:
