@@ -72,6 +72,7 @@ def make_task_env(
     keydoor_episode_steps: int = 50,
     keydoor_trial_steps: int = 500,
     keydoor_cell_input: bool = False,
+    previous_obs_input: bool = False,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
 
@@ -86,6 +87,8 @@ def make_task_env(
         keydoor_trial_steps: Steps of one key-door trial (meta-rollout).
         keydoor_cell_input: Append the one-hot cell to the key-door's observation
             (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``cell_input``).
+        previous_obs_input: Append the previous observation to the RL^2 input (:class:`~envs.metarl.rl2.RL2Wrapper`'s
+            ``previous_observation``).
     """
     if task == "bandit":
         env = gym.make("rolloutlab/BernoulliBandit-v0", n_arms=n_arms, horizon=horizon)
@@ -101,7 +104,7 @@ def make_task_env(
         )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
-    wrapped: gym.Env = RL2Wrapper(env)
+    wrapped: gym.Env = RL2Wrapper(env, previous_observation=previous_obs_input)
     if time_input:
         wrapped = TimeInTrialWrapper(wrapped, rollout_length(task, horizon, corridor_length, keydoor_trial_steps))
     return wrapped

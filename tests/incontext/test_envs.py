@@ -76,6 +76,36 @@ def test_rl2_inputs() -> None:
     np.testing.assert_array_equal(obs, [0.25, 0, 0, 1, reward, 0.0])
 
 
+def test_previous_observation_input_holds_the_cell_the_door_was_entered_from() -> None:
+    from envs.metarl.keydoor import MOVES
+
+    env = RL2Wrapper(DarkKeyDoorEnv(size=5, episode_steps=50, rollout_steps=200), previous_observation=True)
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == env.observation_space.shape == (2 * 3 + 4 + 2,)
+    np.testing.assert_array_equal(obs[-3:], 0.0)  # nothing before a task's first step
+    raw = env.unwrapped
+    assert isinstance(raw, DarkKeyDoorEnv)
+
+    def inside(cell: np.ndarray) -> bool:
+        return bool(((cell >= 0) & (cell < 5)).all())
+
+    # Put the key next to the start and the door next to the key (the layout is the env's to draw; set it here).
+    first = next(a for a in range(4) if inside(raw.start + MOVES[a]))
+    raw.key = raw.start + MOVES[first]
+    second = next(a for a in range(4) if inside(raw.key + MOVES[a]) and not (raw.key + MOVES[a] == raw.start).all())
+    raw.door = raw.key + MOVES[second]
+    for action in (first, second):
+        before = obs[:3].copy()
+        obs, reward, *_ = env.step(action)
+        assert reward == 1.0
+        np.testing.assert_array_equal(obs[-3:], before)
+    # The door reset the agent to the start without the key; only the previous observation says where it was.
+    np.testing.assert_array_equal(obs[:3], [*(raw.start / 4), 0.0])
+    np.testing.assert_array_equal(obs[-3:], [*(raw.key / 4), 1.0])
+    assert obs[3 + 4 + 1] == 1.0  # the reset flag
+    assert RL2Wrapper(DarkKeyDoorEnv(size=5)).observation_space.shape == (3 + 4 + 2,)
+
+
 def test_bandit_ends_after_horizon_and_pays_by_means() -> None:
     env = BernoulliBanditEnv(n_arms=2, horizon=5000)
     env.reset(seed=0)
