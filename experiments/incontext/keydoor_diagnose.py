@@ -287,9 +287,43 @@ def memory_use(agent: InContextAgent, trajectories: list[Trajectory], size: int)
     }
 
 
+def played_toward_targets(trajectories: list[Trajectory], size: int) -> dict[str, float]:
+    """How trials were played once a target was known: on the steps whose next target an earlier step revealed
+    (:func:`remembered_targets`), the share whose *taken* action moved closer to it, apart for the key (not holding
+    it) and the door (holding it); and the share of trials that found the key, and the door, at all.
+
+    The door is revealed only by entering it with the key, and entering it sends the agent back to the start: its
+    cell is the cell before plus the move, in no single input. A policy that remembers the key but not the door heads
+    for the key on nearly every step and wanders with it.
+    """
+    toward: dict[bool, list[bool]] = {False: [], True: []}
+    key_found = door_found = 0
+    for traj in trajectories:
+        pos, targets, known = remembered_targets(traj, size)
+        holding = traj.obs[:-1, 2] > 0.5
+        rewarded = traj.rewards > 0
+        key_found += int((rewarded & ~holding).any())
+        door_found += int((rewarded & holding).any())
+        for t in np.flatnonzero(known):
+            entered = np.clip(pos[t] + MOVES[int(traj.actions[t])], 0, size - 1)
+            toward[bool(holding[t])].append(
+                bool(np.abs(entered - targets[t]).sum() < np.abs(pos[t] - targets[t]).sum())
+            )
+    n = max(len(trajectories), 1)
+    return {
+        "key_steps": len(toward[False]),
+        "toward_key": float(np.mean(toward[False])) if toward[False] else float("nan"),
+        "door_steps": len(toward[True]),
+        "toward_door": float(np.mean(toward[True])) if toward[True] else float("nan"),
+        "trials_key_found": key_found / n,
+        "trials_door_found": door_found / n,
+    }
+
+
 def critic_probe(agent: InContextAgent, cfg: Any, n_tasks: int) -> dict[str, Any]:
-    """Two cheap signs that learning has started, on the first ``n_tasks`` evaluation tasks: the mean return of the
-    critic's own greedy play (argmax of the ensemble-mean Q, acting discount) and :func:`memory_use` on random play.
+    """Cheap signs that learning has started, on the first ``n_tasks`` evaluation tasks: the mean return of the
+    critic's own greedy play (argmax of the ensemble-mean Q, acting discount), how that play heads for a key or door
+    it has found (:func:`played_toward_targets`), and :func:`memory_use` on random play.
 
     Args:
         agent: The weights to probe (the run's evaluated ones).
@@ -308,6 +342,7 @@ def critic_probe(agent: InContextAgent, cfg: Any, n_tasks: int) -> dict[str, Any
     return {
         "n_tasks": n_tasks,
         "q_greedy": mean_return(q_greedy),
+        "q_greedy_targets": played_toward_targets(q_greedy, cfg.keydoor_size),
         "memory_use": memory_use(agent, random_play, cfg.keydoor_size),
     }
 

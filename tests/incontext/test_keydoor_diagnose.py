@@ -226,6 +226,27 @@ def test_q_greedy_actor_plays_the_critics_argmax_and_the_comparison_reads_it() -
     assert out["q_action_spread"] > 0
 
 
+def test_played_toward_targets_splits_the_key_from_the_door() -> None:
+    """In the first trial the key at (0, 2) is known after the door (step 3), and steps 4 and 5 go left into the wall
+    (not closer). The second trial finds the key and the door, then goes up twice onto the key and right onto the
+    door it remembers."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_diagnose.py")
+    first = _key_then_door()
+    second = _trajectory(
+        cells=[(0, 0), (0, 1), (0, 2), (0, 0), (0, 1), (0, 2), (0, 0)],
+        actions=[0, 0, 3, 0, 0, 3],
+        rewards=[0, 1, 1, 0, 1, 1],
+        holding=[0, 0, 1, 0, 0, 1, 0],
+        resets=[1, 0, 0, 1, 0, 0, 1],
+    )
+    out = script.played_toward_targets([first, second], size=3)
+    # first: steps 4, 5 toward the key, both into the wall; second: steps 3, 4 toward the key (up, up), step 5 toward
+    # the door (right).
+    assert out["key_steps"] == 4 and out["toward_key"] == 0.5
+    assert out["door_steps"] == 1 and out["toward_door"] == 1.0
+    assert out["trials_key_found"] == 1.0 and out["trials_door_found"] == 1.0
+
+
 def test_memory_use_finds_revealed_targets_and_scores_moves_toward_them() -> None:
     """The key is revealed at step 2 and the door at step 3, so only the two steps after the door (back at the start,
     without the key) have a remembered target, the key at (0, 2): "up" is the one move toward it (chance 1/4). A
