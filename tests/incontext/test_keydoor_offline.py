@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from script_modules import REPO, load_script
 
 from envs.metarl.keydoor import DarkKeyDoorEnv
+from meta.incontext.config import AgentConfig, TrainConfig
+from meta.incontext.replay import Trajectory
 
 SCRIPTS = REPO / "experiments" / "incontext"
 
@@ -62,3 +65,38 @@ def test_offline_memory_check_probes_the_transformer_critic(tmp_path: Path) -> N
     assert [p["updates"] for p in run["probes"]] == [1, 2]
     assert all(0.0 <= p["critic_toward"] <= 1.0 and p["chance"] > 0 for p in run["probes"])
     assert out.with_suffix(".md").read_text().count("| `scalar_argmax_q` | cell |") == 2
+
+
+# --- keydoor_played_targets.py ------------------------------------------------------------------------------------
+
+
+def test_played_targets_script_reads_a_units_checkpoint(tmp_path: Path) -> None:
+    from meta.incontext.trainer import InContextTrainer
+
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_played_targets.py")
+    unit = "amago_keydoor_short+tiny_600"
+    folder = tmp_path / "runs" / f"keydoor_5x5_{unit}_seed0"
+    cfg = TrainConfig(
+        task="keydoor", keydoor_size=5, keydoor_episode_steps=20, keydoor_trial_steps=100, previous_obs_input=True,
+        total_env_steps=600, n_envs=2, learning_starts=200, full_trials=True, eval_every_steps=10_000,
+        eval_tasks=2, agent=AgentConfig(d_model=8, head_hidden=8, context_len=101, n_heads=2),
+    )  # fmt: skip
+    InContextTrainer(cfg, run_dir=folder).learn()
+    out = tmp_path / "played.json"
+    result = script.main(script.Args(units=[unit], runs_root=str(tmp_path / "runs"), eval_tasks=3, out=str(out)))
+    entry = result["units"][f"{unit}_seed0"]
+    assert entry["eval_tasks"] == 3 and entry["previous_obs_input"] is True and entry["d_model"] == 8
+    assert 0.0 <= entry["trials_key_found"] <= 1.0
+    assert json.dumps(json.loads(out.read_text())) == json.dumps(result)  # (NaN where no target was known)
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        script.main(script.Args(units=["missing_100"], runs_root=str(tmp_path / "runs"), out=str(out)))
+
+
+def test_first_reward_step_tells_the_key_from_the_door() -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_played_targets.py")
+    obs = np.zeros((5, 3), dtype=np.float32)
+    obs[2:4, 2] = 1.0  # holding the key before steps 2 and 3
+    trajectory = Trajectory(obs, np.zeros(4, np.int64), np.array([0, 1, 0, 1], np.float32), np.zeros(4, np.float32))
+    assert script.first_reward_step(trajectory, holding=False) == 1
+    assert script.first_reward_step(trajectory, holding=True) == 3
+    assert script.first_reward_step(Trajectory(obs, *(np.zeros(4) for _ in range(3))), holding=True) is None
