@@ -224,12 +224,51 @@ def amago_keydoor_short_config(
     return compressed_schedules(cfg, KEYDOOR_SHORT["schedule_fraction"])
 
 
+#: What :func:`keydoor_qlearning_config` changes in the critic (:class:`~meta.incontext.config.AgentConfig` fields).
+KEYDOOR_QLEARNING_AGENT: dict[str, Any] = {
+    "critic_head": "scalar", "critic_init": "uniform", "reward_scale": 1.0, "critic_target": "max", "policy": "critic",
+    "tau": 0.02, "lr_final_fraction": 1.0, "entropy_coef": 0.01, "gammas": [0.9, 0.99], "d_model": 64,
+    "head_hidden": 64, "n_heads": 4,
+}  # fmt: skip
+#: ... and in the run (:class:`~meta.incontext.config.TrainConfig` fields); the replay holds this many env steps.
+KEYDOOR_QLEARNING_RUN: dict[str, Any] = {
+    "keydoor_cell_input": True, "previous_obs_input": True, "n_envs": 48, "updates_per_step": 0.0125,
+    "checkpoint_every": 10,
+}  # fmt: skip
+KEYDOOR_QLEARNING_REPLAY_STEPS = 1_600_000
+
+
+def keydoor_qlearning_config(
+    name: str, seed: int, total_env_steps: int, max_minutes: float | None, eval_tasks: int | None = None
+) -> TrainConfig:
+    """:func:`amago_keydoor_short_config` with the critic and inputs the 5x5 key-door gate found
+    (``docs/results/incontext.md``, "Dark key-door gate"; :data:`KEYDOOR_QLEARNING_AGENT`,
+    :data:`KEYDOOR_QLEARNING_RUN`).
+
+    * A scalar (Huber) critic trained by Q-learning (max target) at the env's reward scale, and no actor: the agent
+      acts by a Boltzmann policy of the ensemble-mean Q at temperature 0.01, argmax when greedy. On one fixed layout
+      the two-hot critic and the actor were what failed (``results/keydoor_fixed_layout.json``).
+    * The one-hot cell and the previous observation in every input: the door's cell is the previous input's cell plus
+      the move, in no single input without it.
+    * Fresh data over replay: 48 actors, 0.0125 updates per env step (each trial is trained on about 10 times), the
+      replay holding the last 1.6M env steps. Replayed hundreds of times, the critic fitted the trials.
+    * Width 64 (4 heads) instead of 32, constant learning rate after the warm-up, tau 0.02, discounts 0.9 and 0.99.
+    """
+    cfg = amago_keydoor_short_config(name, seed, total_env_steps, max_minutes, eval_tasks)
+    trial = _trial_length(task_fields(name))
+    agent = dataclasses.replace(cfg.agent, **KEYDOOR_QLEARNING_AGENT)
+    return dataclasses.replace(
+        cfg, agent=agent, buffer_trajectories=max(KEYDOOR_QLEARNING_REPLAY_STEPS // trial, 1), **KEYDOOR_QLEARNING_RUN
+    )
+
+
 #: The agent settings of the benchmark, by name (``experiments/incontext/matched.py --setting``).
 SETTINGS: dict[str, Callable[..., TrainConfig]] = {
     "amago": amago_config,
     "whole_trial": whole_trial_config,
     "amago_keydoor": amago_keydoor_config,
     "amago_keydoor_short": amago_keydoor_short_config,
+    "keydoor_qlearning": keydoor_qlearning_config,
 }
 
 

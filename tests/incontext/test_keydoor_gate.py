@@ -408,3 +408,21 @@ def test_amago_actor_term_follows_the_pessimistic_critic_and_ignores_the_reward_
     low_up, _ = logit_gradient("amago", 1.0)
     assert int(mean_up.argmax()) == 0 and int(low_up.argmax()) == 1
     torch.testing.assert_close(logit_gradient("amago", 100.0)[0], low_up, rtol=1e-2, atol=1e-5)
+
+
+def test_keydoor_qlearning_setting_is_the_configuration_the_gate_measured() -> None:
+    """The named setting rebuilds the committed gate unit's config (its variant of ``amago_keydoor_short``) field for
+    field, but for the unit's wall-clock cap (``keydoor_gate.py`` sets it per unit)."""
+    from experiments.incontext.benchmark_parts import config_differences
+
+    unit = json.loads(
+        (
+            REPO / "experiments/incontext/results/keydoor_gate_short"
+            / "keydoor_5x5__amago_keydoor_short+scalarq_cell_48actors_temp001_d64_prevobs__1600000steps__seed0.json"
+        ).read_text()
+    )  # fmt: skip
+    cfg = agent_config("keydoor_qlearning", "keydoor_5x5", 0, 1_600_000, None, 200)
+    assert config_differences(unit["config"], cfg) == ["max_minutes"]
+    # On the 8x8 key-door's 500-step trials the replay holds the same env steps in fewer trials.
+    big = agent_config("keydoor_qlearning", "keydoor", 0, 1_600_000, None, 200)
+    assert big.buffer_trajectories == 1_600_000 // 500 and big.agent.policy == "critic" and big.previous_obs_input
