@@ -257,7 +257,16 @@ def test_gate_script_runs_a_unit_skips_it_when_done_and_refuses_unknown_names(
     with pytest.raises(SystemExit, match="unknown setting"):
         script.main(script.Args(settings=["nope"], unit_dir=str(tmp_path / "u2")))
     with pytest.raises(SystemExit, match="unknown gate task"):
-        script.main(script.Args(task="keydoor", unit_dir=str(tmp_path / "u2")))
+        script.main(script.Args(task="tmaze_100", unit_dir=str(tmp_path / "u2")))
+
+
+def test_gate_script_plays_the_references_of_the_benchmark_key_door_on_its_8x8_grid(tmp_path: Path) -> None:
+    """``--task keydoor`` (the benchmark's own key-door, for a first look at a setting there) names no grid or
+    lengths: its references play TrainConfig's 8x8 grid, 50-step episodes and 500-step trials."""
+    script = load_script(REPO / "experiments" / "incontext" / "keydoor_gate.py")
+    refs = script.references(script.Args(task="keydoor", eval_tasks=2, unit_dir=str(tmp_path)))
+    direct = keydoor_references(2, size=8, episode_steps=50, trial_steps=500)
+    assert refs["references"]["oracle"]["mean"] == pytest.approx(float(np.mean(direct["oracle"])))
 
 
 # --- normalized advantages ----------------------------------------------------------------------------------------
