@@ -19,7 +19,8 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
 2. ``agent`` per seed: the ``--setting`` of :data:`experiments.incontext.matched_protocol.SETTINGS` (``amago``:
    :func:`~experiments.incontext.matched_protocol.amago_config`; ``whole_trial``:
    :func:`~experiments.incontext.matched_protocol.whole_trial_config`, the knobs the gate took back) at the env-step
-   budget of :data:`~experiments.incontext.matched_protocol.BUDGETS`; greedy and sampled scores (of the EMA weights
+   budget of :func:`~experiments.incontext.matched_protocol.budget` (``BUDGETS``, or the setting's own
+   ``SETTING_BUDGETS``); greedy and sampled scores (of the EMA weights
    where the setting keeps them, with the online weights' greedy score beside), its learning curve and the measured
    history match. A piece on disk that was run with other settings stops the script (delete it, or pass its
    ``--partial-dir`` elsewhere) rather than being mixed in.
@@ -53,10 +54,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.benchmark_parts import config_changed
 from experiments.incontext.headline import BANDIT, TMAZE, headline_line, headline_summary
 from experiments.incontext.matched_protocol import (
-    BUDGETS,
     SETTINGS,
     TASKS,
     agent_config,
+    budget,
     load_json,
     matched_references,
     partial_path,
@@ -83,7 +84,7 @@ class Args:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Training seeds of the agent and of RecurrentPPO."""
     budget_scale: float = 1.0
-    """Multiplies every env-step budget and time cap of BUDGETS (a smaller machine, or a smoke run)."""
+    """Multiplies every env-step budget and time cap (matched_protocol.budget; a smaller machine, or a smoke run)."""
     eval_tasks: int | None = None
     """Evaluation tasks per task (default: experiments.incontext.matched_protocol.EVAL_TASKS, 1,000 for the bandits)."""
     grid_fraction: float = 0.25
@@ -110,7 +111,7 @@ class Args:
 
 def run_task(name: str, args: Args, root: Path) -> None:
     """Every piece of one benchmark task that is not on disk yet."""
-    steps, minutes = BUDGETS[name]
+    steps, minutes = budget(args.setting, name)
     steps, minutes = int(steps * args.budget_scale), minutes * args.budget_scale
     configs = {seed: agent_config(args.setting, name, seed, steps, minutes, args.eval_tasks) for seed in args.seeds}
     n_eval = configs[args.seeds[0]].eval_tasks

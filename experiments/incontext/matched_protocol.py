@@ -58,6 +58,10 @@ BUDGETS: dict[str, tuple[int, float]] = {
     "tmaze_100": (300_000, 55.0),
     "keydoor": (600_000, 55.0),
 }
+#: A setting's own budgets where they differ from :data:`BUDGETS` (its runs collect env steps at another rate).
+#: ``keydoor_qlearning`` makes one update per 400 env steps on the 8x8 key-door: two units of it, one per core,
+#: collected 7.6M env steps in their first 53 minutes (``results/keydoor_8x8_probe.json``, variant ``replay10``).
+SETTING_BUDGETS: dict[str, dict[str, tuple[int, float]]] = {"keydoor_qlearning": {"keydoor": (7_200_000, 60.0)}}
 #: Issue 18's targets, each against the matched references.
 TARGETS = {
     "bandit_5x100": "agent >= thompson",
@@ -230,12 +234,13 @@ KEYDOOR_QLEARNING_AGENT: dict[str, Any] = {
     "tau": 0.02, "lr_final_fraction": 1.0, "entropy_coef": 0.01, "gammas": [0.9, 0.99], "d_model": 64,
     "head_hidden": 64, "n_heads": 4,
 }  # fmt: skip
-#: ... and in the run (:class:`~meta.incontext.config.TrainConfig` fields); the replay holds this many env steps.
+#: ... and in the run (:class:`~meta.incontext.config.TrainConfig` fields); the replay holds this many env steps, and
+#: each collected trial is replayed this many times on average (which sets the updates per env step).
 KEYDOOR_QLEARNING_RUN: dict[str, Any] = {
-    "keydoor_cell_input": True, "previous_obs_input": True, "n_envs": 48, "updates_per_step": 0.0125,
-    "checkpoint_every": 10,
+    "keydoor_cell_input": True, "previous_obs_input": True, "n_envs": 48, "checkpoint_every": 10,
 }  # fmt: skip
 KEYDOOR_QLEARNING_REPLAY_STEPS = 1_600_000
+KEYDOOR_QLEARNING_TRIAL_REPLAYS = 10
 
 
 def keydoor_qlearning_config(
@@ -250,16 +255,19 @@ def keydoor_qlearning_config(
       the two-hot critic and the actor were what failed (``results/keydoor_fixed_layout.json``).
     * The one-hot cell and the previous observation in every input: the door's cell is the previous input's cell plus
       the move, in no single input without it.
-    * Fresh data over replay: 48 actors, 0.0125 updates per env step (each trial is trained on about 10 times), the
-      replay holding the last 1.6M env steps. Replayed hundreds of times, the critic fitted the trials.
+    * Fresh data over replay: 48 actors, each collected trial replayed 10 times on average (updates per env step =
+      10 / (trials per batch x trial length): 0.0125 on the 5x5 gate's 100-step trials, 0.0025 on the 8x8 key-door's
+      500-step ones), the replay holding the last 1.6M env steps. Replayed hundreds of times, the critic fitted the
+      trials; on the 8x8 key-door the 5x5 gate's 0.0125 would replay each trial 50 times.
     * Width 64 (4 heads) instead of 32, constant learning rate after the warm-up, tau 0.02, discounts 0.9 and 0.99.
     """
     cfg = amago_keydoor_short_config(name, seed, total_env_steps, max_minutes, eval_tasks)
     trial = _trial_length(task_fields(name))
     agent = dataclasses.replace(cfg.agent, **KEYDOOR_QLEARNING_AGENT)
     return dataclasses.replace(
-        cfg, agent=agent, buffer_trajectories=max(KEYDOOR_QLEARNING_REPLAY_STEPS // trial, 1), **KEYDOOR_QLEARNING_RUN
-    )
+        cfg, agent=agent, buffer_trajectories=max(KEYDOOR_QLEARNING_REPLAY_STEPS // trial, 1),
+        updates_per_step=KEYDOOR_QLEARNING_TRIAL_REPLAYS / (cfg.batch_size * trial), **KEYDOOR_QLEARNING_RUN,
+    )  # fmt: skip
 
 
 #: The agent settings of the benchmark, by name (``experiments/incontext/matched.py --setting``).
@@ -270,6 +278,12 @@ SETTINGS: dict[str, Callable[..., TrainConfig]] = {
     "amago_keydoor_short": amago_keydoor_short_config,
     "keydoor_qlearning": keydoor_qlearning_config,
 }
+
+
+def budget(setting: str, task: str) -> tuple[int, float]:
+    """Env-step budget and wall-clock cap (minutes) of one agent run of ``setting`` on benchmark ``task``
+    (:data:`SETTING_BUDGETS`, else :data:`BUDGETS`)."""
+    return SETTING_BUDGETS.get(setting, {}).get(task, BUDGETS[task])
 
 
 def agent_config(

@@ -432,6 +432,10 @@ def test_keydoor_qlearning_setting_is_the_configuration_the_gate_measured() -> N
     )  # fmt: skip
     cfg = agent_config("keydoor_qlearning", "keydoor_5x5", 0, 1_600_000, None, 200)
     assert config_differences(unit["config"], cfg) == ["max_minutes"]
-    # On the 8x8 key-door's 500-step trials the replay holds the same env steps in fewer trials.
+    # On the 8x8 key-door's 500-step trials the replay holds the same env steps in fewer trials, and each trial is
+    # replayed as often as on the gate (10 times: updates x trials per batch = 10 x trials collected).
     big = agent_config("keydoor_qlearning", "keydoor", 0, 1_600_000, None, 200)
     assert big.buffer_trajectories == 1_600_000 // 500 and big.agent.policy == "critic" and big.previous_obs_input
+    for c, trial in ((cfg, 100), (big, 500)):
+        assert c.updates_per_step * c.batch_size * trial == pytest.approx(10.0)
+    assert big.updates_per_step == pytest.approx(cfg.updates_per_step / 5)

@@ -17,8 +17,11 @@ from script_modules import REPO, load_script
 
 from experiments.incontext.benchmark_parts import config_changed
 from experiments.incontext.matched_protocol import (
+    BUDGETS,
+    SETTING_BUDGETS,
     agent_config,
     amago_config,
+    budget,
     issue7_config,
     one_row_per_step,
     partial_path,
@@ -273,6 +276,16 @@ def test_recurrent_ppo_stops_at_the_wall_clock_and_the_grid_is_stated() -> None:
 
 
 # --- 5. the benchmark script ------------------------------------------------------------------------------------
+
+
+def test_a_setting_keeps_its_own_budget_on_a_task_and_the_shared_one_elsewhere() -> None:
+    assert (
+        budget("keydoor_qlearning", "keydoor") == SETTING_BUDGETS["keydoor_qlearning"]["keydoor"] != BUDGETS["keydoor"]
+    )
+    assert budget("amago", "keydoor") == BUDGETS["keydoor"]
+    assert budget("keydoor_qlearning", "tmaze_100") == BUDGETS["tmaze_100"]
+    with pytest.raises(KeyError):
+        budget("amago", "keydoor_5x5")  # a gate task has no benchmark budget
 
 
 def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_path: Path) -> None:
