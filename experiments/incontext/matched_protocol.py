@@ -60,7 +60,8 @@ BUDGETS: dict[str, tuple[int, float]] = {
 }
 #: A setting's own budgets where they differ from :data:`BUDGETS` (its runs collect env steps at another rate).
 #: ``keydoor_qlearning`` makes one update per 400 env steps on the 8x8 key-door: two units of it, one per core,
-#: collected 7.6M env steps in their first 53 minutes (``results/keydoor_8x8_probe.json``, variant ``replay10``).
+#: collected 17.4M env steps in 7,151 s and 12.3M in 5,070 s (``results/keydoor_8x8_probe.json``, variant
+#: ``replay10``), so 7.2M take about 50 minutes.
 SETTING_BUDGETS: dict[str, dict[str, tuple[int, float]]] = {"keydoor_qlearning": {"keydoor": (7_200_000, 60.0)}}
 #: Issue 18's targets, each against the matched references.
 TARGETS = {
