@@ -23,9 +23,10 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
     steps in all.
 
     Observation (float32, shape ``(3,)``): ``[x / (size-1), y / (size-1), has_key]``; with ``cell_input`` a one-hot
-    of the agent's cell (index ``x * size + y``) follows, shape ``(3 + size * size,)``. Either way it says only where
-    the agent is and whether it holds the key. Action: 0..3 = up, down, left, right (a move into a wall leaves the
-    agent in place). Reward: 0, or +1 at the key and +1 at the door.
+    of the agent's cell (index ``x * size + y``) follows, shape ``(3 + size * size,)``; with ``reached_cell_input`` a
+    one-hot of the cell the last move entered follows that (zeros after ``reset``). Either way it says only where the
+    agent is, where its last move took it and whether it holds the key. Action: 0..3 = up, down, left, right (a move
+    into a wall leaves the agent in place). Reward: 0, or +1 at the key and +1 at the door.
 
     Args:
         size: Side of the grid (>= 3).
@@ -34,12 +35,20 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         cell_input: Append the one-hot cell. Values that jump at one cell (the step onto a key or door) are a
             bump of the scaled coordinates, which small networks fit slowly; on the one-hot cell they are linear
             (Algorithm Distillation's dark rooms embed the cell index the same way).
+        reached_cell_input: Append a one-hot of the cell the last move entered. It is the agent's cell except on the
+            step that ends an inner episode, where the agent is already back at the start: on the step that opens the
+            door it is the door's cell, which otherwise is only the previous cell plus the move.
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium declares it as a plain attribute)
 
     def __init__(
-        self, size: int = 8, episode_steps: int = 50, rollout_steps: int = 500, cell_input: bool = False
+        self,
+        size: int = 8,
+        episode_steps: int = 50,
+        rollout_steps: int = 500,
+        cell_input: bool = False,
+        reached_cell_input: bool = False,
     ) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
@@ -49,31 +58,40 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         self.episode_steps = int(episode_steps)
         self.rollout_steps = int(rollout_steps)
         self.cell_input = bool(cell_input)
-        width = 3 + (self.size * self.size if self.cell_input else 0)
+        self.reached_cell_input = bool(reached_cell_input)
+        width = 3 + self.size * self.size * (int(self.cell_input) + int(self.reached_cell_input))
         self.observation_space = spaces.Box(0.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(4)
         self.start = np.zeros(2, dtype=np.int64)
         self.key = np.zeros(2, dtype=np.int64)
         self.door = np.zeros(2, dtype=np.int64)
         self.pos = np.zeros(2, dtype=np.int64)
+        self.reached: np.ndarray | None = None
         self.has_key = False
         self._t = 0
         self._t_episode = 0
 
+    def _one_hot(self, cell: np.ndarray | None) -> np.ndarray:
+        out = np.zeros(self.size * self.size, dtype=np.float32)
+        if cell is not None:
+            out[cell[0] * self.size + cell[1]] = 1.0
+        return out
+
     def _obs(self) -> np.ndarray:
         scale = self.size - 1
-        obs = np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)
-        if not self.cell_input:
-            return obs
-        cell = np.zeros(self.size * self.size, dtype=np.float32)
-        cell[self.pos[0] * self.size + self.pos[1]] = 1.0
-        return np.concatenate([obs, cell])
+        parts = [np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)]
+        if self.cell_input:
+            parts.append(self._one_hot(self.pos))
+        if self.reached_cell_input:
+            parts.append(self._one_hot(self.reached))
+        return np.concatenate(parts)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         cells = self.np_random.choice(self.size * self.size, size=3, replace=False)
         self.start, self.key, self.door = (np.array(divmod(int(c), self.size), dtype=np.int64) for c in cells)
         self.pos = self.start.copy()
+        self.reached = None
         self.has_key = False
         self._t = 0
         self._t_episode = 0
@@ -85,6 +103,7 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         if self._t >= self.rollout_steps:
             raise RuntimeError("step() called after the episode ended; call reset()")
         self.pos = np.clip(self.pos + MOVES[int(action)], 0, self.size - 1)
+        self.reached = self.pos.copy()
         reward = 0.0
         episode_over = False
         if not self.has_key and np.array_equal(self.pos, self.key):

@@ -160,6 +160,9 @@ class TrainConfig:
         keydoor_trial_steps: Steps of one key-door trial, the meta-rollout that keeps one layout (AMAGO's 500).
         keydoor_cell_input: Append a one-hot of the agent's cell to the key-door's observation (the same information
             as its two scaled coordinates, in a form where a value that jumps at one cell is linear).
+        keydoor_reached_cell_input: Append a one-hot of the cell the key-door agent's last move entered
+            (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``reached_cell_input``): on the step that opens the door,
+            the door's cell, while the agent is already back at the start.
         previous_obs_input: Append the previous observation to every RL^2 input, so one input is a whole transition
             (:class:`~envs.metarl.rl2.RL2Wrapper`'s ``previous_observation``). On the key-door the door's cell is
             otherwise in no single input: entering it resets the agent to the start, and the door is the cell before
@@ -208,6 +211,7 @@ class TrainConfig:
     keydoor_episode_steps: int = 50
     keydoor_trial_steps: int = 500
     keydoor_cell_input: bool = False
+    keydoor_reached_cell_input: bool = False
     previous_obs_input: bool = False
     seed: int = 0
     total_env_steps: int = 100_000

@@ -72,6 +72,7 @@ def make_task_env(
     keydoor_episode_steps: int = 50,
     keydoor_trial_steps: int = 500,
     keydoor_cell_input: bool = False,
+    keydoor_reached_cell_input: bool = False,
     previous_obs_input: bool = False,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
@@ -87,6 +88,7 @@ def make_task_env(
         keydoor_trial_steps: Steps of one key-door trial (meta-rollout).
         keydoor_cell_input: Append the one-hot cell to the key-door's observation
             (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``cell_input``).
+        keydoor_reached_cell_input: Append the one-hot of the cell the last move entered (``reached_cell_input``).
         previous_obs_input: Append the previous observation to the RL^2 input (:class:`~envs.metarl.rl2.RL2Wrapper`'s
             ``previous_observation``).
     """
@@ -101,6 +103,7 @@ def make_task_env(
             episode_steps=keydoor_episode_steps,
             rollout_steps=keydoor_trial_steps,
             cell_input=keydoor_cell_input,
+            reached_cell_input=keydoor_reached_cell_input,
         )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")

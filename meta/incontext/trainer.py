@@ -62,6 +62,7 @@ def task_kwargs(config: TrainConfig) -> dict[str, Any]:
         "keydoor_episode_steps": config.keydoor_episode_steps,
         "keydoor_trial_steps": config.keydoor_trial_steps,
         "keydoor_cell_input": config.keydoor_cell_input,
+        "keydoor_reached_cell_input": config.keydoor_reached_cell_input,
         "previous_obs_input": config.previous_obs_input,
         "time_input": config.time_input,
     }

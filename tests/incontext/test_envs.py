@@ -180,3 +180,23 @@ def test_keydoor_cell_input_is_the_one_hot_cell_after_the_coordinates() -> None:
         assert with_cell.observation_space.contains(obs_cell)
         obs_plain, *_ = plain.step(action)
         obs_cell, *_ = with_cell.step(action)
+
+
+def test_keydoor_reached_cell_input_shows_the_door_on_the_step_that_opens_it() -> None:
+    env = DarkKeyDoorEnv(size=4, cell_input=True, reached_cell_input=True)
+    assert env.observation_space.shape == (3 + 16 + 16,)
+    obs, _ = env.reset(seed=0)
+    assert not obs[19:].any()  # no move yet
+    env.start, env.key, env.door = np.array([0, 0]), np.array([0, 1]), np.array([1, 1])
+    env.pos = env.start.copy()
+    obs, reward, *_ = env.step(0)  # up, onto the key: the reached cell is the agent's cell
+    assert reward == 1.0 and np.flatnonzero(obs[19:]).tolist() == np.flatnonzero(obs[3:19]).tolist() == [1]
+    obs, reward, _, _, info = env.step(3)  # right, onto the door: back at the start, the door's cell reached
+    assert reward == 1.0 and info["inner_reset"]
+    assert np.flatnonzero(obs[3:19]).tolist() == [0] and np.flatnonzero(obs[19:]).tolist() == [1 * 4 + 1]
+    assert env.observation_space.contains(obs)
+    from meta.incontext.tasks import make_task_env
+
+    plain = make_task_env("keydoor", keydoor_size=4, keydoor_cell_input=True)
+    wide = make_task_env("keydoor", keydoor_size=4, keydoor_cell_input=True, keydoor_reached_cell_input=True)
+    assert wide.observation_space.shape[0] == plain.observation_space.shape[0] + 16  # type: ignore[index]
