@@ -1,0 +1,167 @@
+"""Does a key-door agent's memory hold the key's and the door's cells? A linear read-out of its sequence features.
+
+For each trained run (its ``checkpoint.pt``, the evaluated weights), the agent plays the shared evaluation tasks by
+argmax of its ensemble-mean Q (the acting discount, as ``critic_probe`` does), and one whole-trial pass gives the
+features ``(T, d)`` its critics read at every step. On the steps whose next target an earlier step of the trial has
+revealed (the key while not holding it, the door while holding it; ``keydoor_diagnose.remembered_targets``), a ridge
+regression from those features predicts the target's cell, absolute and relative to the agent's cell. It is fitted
+on the first ``train_fraction`` of the tasks and scored (R^2) on the rest, so a read-out must generalise across
+layouts. Beside it, the same read-out from the agent's own cell alone (one-hot): a policy that heads for a target
+makes its own cell say something about the target, and the relative cell is partly the agent's cell. Features that
+hold the target beat that baseline on the absolute cell; features that do not stay at it (near 0 for a policy that
+does not head for the target).
+
+A policy that heads for a found target needs its cell in the features; the probe tells a memory that does not store
+the door (nothing to act on) from a critic that stores it and does not act on it.
+
+    OMP_NUM_THREADS=1 python experiments/incontext/keydoor_memory_probe.py \\
+        --runs runs/incontext-keydoor-8x8/keydoor_keydoor_qlearning+replay10_20000000_seed0 \\
+        --out experiments/incontext/results/keydoor_memory_probe.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from sklearn.linear_model import RidgeCV
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.incontext.keydoor_diagnose import QGreedyActor, played_toward_targets, remembered_targets
+from meta.incontext.replay import Trajectory
+from meta.incontext.tasks import eval_task_seeds, task_env_fns
+from meta.incontext.trainer import load_agent, run_rollouts, task_kwargs
+from rolloutlab.checkpoint import atomic_write_json
+from rolloutlab.threads import set_torch_threads
+
+#: Ridge penalties tried (by leave-one-out on the training tasks).
+ALPHAS = (0.1, 1.0, 10.0, 100.0)
+
+
+@dataclass
+class Args:
+    runs: list[str] = field(default_factory=list)
+    """Run folders, each holding a key-door trainer's checkpoint.pt."""
+    tasks: int = 200
+    """Evaluation tasks played (the first of the shared evaluation seeds)."""
+    train_fraction: float = 0.7
+    """Share of the tasks the read-out is fitted on; it is scored on the others."""
+    out: str | None = None
+    """JSON file, updated run by run (a run already in it is skipped); default: printed only."""
+
+
+def target_features(
+    features: np.ndarray, trajectories: list[Trajectory], size: int
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per target (``"key"``, ``"door"``): the features ``(N, d)`` of the steps whose target is known, the targets
+    ``(N, 4)`` as ``[x, y, x - agent_x, y - agent_y]`` in cells, each step's trial index ``(N,)`` and the one-hot of
+    the agent's cell ``(N, size * size)`` (the baseline's features).
+
+    Args:
+        features: ``(n_trials, T, d)`` features of the steps (the input at step t, before its action).
+        trajectories: The trials, in the same order.
+        size: Side of the grid.
+    """
+    parts: dict[str, tuple[list, list, list, list]] = {"key": ([], [], [], []), "door": ([], [], [], [])}
+    for i, traj in enumerate(trajectories):
+        pos, targets, known = remembered_targets(traj, size)
+        holding = traj.obs[:-1, 2] > 0.5
+        for name, mask in (("key", known & ~holding), ("door", known & holding)):
+            steps = np.flatnonzero(mask)
+            parts[name][0].append(features[i, steps])
+            parts[name][1].append(np.concatenate([targets[steps], targets[steps] - pos[steps]], axis=1))
+            parts[name][2].append(np.full(len(steps), i))
+            parts[name][3].append(np.eye(size * size)[pos[steps, 0] * size + pos[steps, 1]])
+    return {
+        name: (
+            np.concatenate(x) if x else np.zeros((0, features.shape[-1])),
+            np.concatenate(y).astype(np.float64) if y else np.zeros((0, 4)),
+            np.concatenate(g) if g else np.zeros(0, dtype=int),
+            np.concatenate(c) if c else np.zeros((0, size * size)),
+        )
+        for name, (x, y, g, c) in parts.items()
+    }
+
+
+def readout_r2(x: np.ndarray, y: np.ndarray, trials: np.ndarray, n_train_trials: int) -> dict[str, Any]:
+    """Ridge read-outs of each target column from the features, fitted on trials ``< n_train_trials`` and scored
+    (R^2) on the rest: ``{"steps", "train_trials", "test_trials", "abs": mean R^2 of x and y, "rel": the same of the
+    relative cell, "columns": R^2 per column}``; ``abs``/``rel`` are ``None`` when either side has too few steps."""
+    train, test = trials < n_train_trials, trials >= n_train_trials
+    out: dict[str, Any] = {
+        "steps": len(y),
+        "train_trials": len(np.unique(trials[train])),
+        "test_trials": len(np.unique(trials[test])),
+    }
+    if train.sum() < 10 or test.sum() < 10:
+        return {**out, "abs": None, "rel": None, "columns": None}
+    scores = []
+    for column in range(y.shape[1]):
+        model = RidgeCV(alphas=ALPHAS).fit(x[train], y[train, column])
+        scores.append(float(model.score(x[test], y[test, column])))
+    return {**out, "abs": float(np.mean(scores[:2])), "rel": float(np.mean(scores[2:])), "columns": scores}
+
+
+def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, Any]:
+    """The read-outs of one run's key and door cells, and how its argmax-Q play heads for them."""
+    agent, cfg = load_agent(run_dir / "checkpoint.pt", device="cpu")
+    agent.eval()
+    seeds = eval_task_seeds(n_tasks)
+    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
+    try:
+        acting = QGreedyActor(agent, len(cfg.agent.gammas) - 1)
+        played = run_rollouts(acting, venv, seeds, None, np.random.default_rng(0))  # type: ignore[arg-type]
+    finally:
+        venv.close()
+    obs = torch.as_tensor(np.stack([t.obs for t in played]), device=agent.device)
+    with torch.no_grad():
+        features, _ = agent.encode(obs, None, torch.zeros(len(played), dtype=torch.long, device=agent.device))
+    per_target = target_features(features[:, :-1].cpu().numpy(), played, cfg.keydoor_size)
+    n_train = int(train_fraction * n_tasks)
+    return {
+        "task": cfg.task,
+        "keydoor_size": cfg.keydoor_size,
+        "n_tasks": n_tasks,
+        "train_tasks": n_train,
+        "return_mean": float(np.mean([t.rewards.sum() for t in played])),
+        "played_toward_targets": played_toward_targets(played, cfg.keydoor_size),
+        **{
+            name: {**readout_r2(x, y, g, n_train), "cell_only": readout_r2(c, y, g, n_train)}
+            for name, (x, y, g, c) in per_target.items()
+        },
+    }
+
+
+def main(args: Args) -> dict[str, Any]:
+    set_torch_threads(1)
+    out_path = Path(args.out) if args.out else None
+    results: dict[str, Any] = json.loads(out_path.read_text()) if out_path and out_path.exists() else {}
+    results.setdefault("runs", {})
+    results["protocol"] = {"tasks": args.tasks, "train_fraction": args.train_fraction, "alphas": list(ALPHAS)}
+    for run in args.runs:
+        name = Path(run).name
+        if name in results["runs"]:
+            print(f"{name}: already probed", flush=True)
+            continue
+        results["runs"][name] = probe_run(Path(run), args.tasks, args.train_fraction)
+        entry = results["runs"][name]
+        for target in ("key", "door"):
+            part = entry[target]
+            print(f"{name} {target}: absolute-cell R2 {part['abs']} (from the agent's cell alone "
+                  f"{part['cell_only']['abs']})", flush=True)  # fmt: skip
+        if out_path:
+            atomic_write_json(out_path, results)
+    if not out_path:
+        print(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
