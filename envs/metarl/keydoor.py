@@ -25,7 +25,9 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
     Observation (float32, shape ``(3,)``): ``[x / (size-1), y / (size-1), has_key]``; with ``cell_input`` a one-hot
     of the agent's cell (index ``x * size + y``) follows, shape ``(3 + size * size,)``; with ``reached_cell_input`` a
     one-hot of the cell the last move entered follows that (zeros after ``reset``). Either way it says only where the
-    agent is, where its last move took it and whether it holds the key. Action: 0..3 = up, down, left, right (a move
+    agent is, where its last move took it and whether it holds the key. With ``cell_marks_entered`` the one-hot cell
+    also marks the cell the last move entered when that move sent the agent back to the start, so on the step that
+    opens the door two cells are hot: the start and the door. Action: 0..3 = up, down, left, right (a move
     into a wall leaves the agent in place). Reward: 0, or +1 at the key and +1 at the door.
 
     Args:
@@ -38,6 +40,9 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         reached_cell_input: Append a one-hot of the cell the last move entered. It is the agent's cell except on the
             step that ends an inner episode, where the agent is already back at the start: on the step that opens the
             door it is the door's cell, which otherwise is only the previous cell plus the move.
+        cell_marks_entered: Mark the cell the last move entered in the one-hot cell too, when the move ended an inner
+            episode (needs ``cell_input``): the door's cell then arrives in the same input units as the agent's own
+            cell, as the key's does when the agent steps onto it.
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium declares it as a plain attribute)
@@ -49,9 +54,12 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         rollout_steps: int = 500,
         cell_input: bool = False,
         reached_cell_input: bool = False,
+        cell_marks_entered: bool = False,
     ) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
+        if cell_marks_entered and not cell_input:
+            raise ValueError("cell_marks_entered needs cell_input=True")
         if episode_steps < 1 or rollout_steps < 1:
             raise ValueError("episode_steps and rollout_steps must be >= 1")
         self.size = int(size)
@@ -59,6 +67,7 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         self.rollout_steps = int(rollout_steps)
         self.cell_input = bool(cell_input)
         self.reached_cell_input = bool(reached_cell_input)
+        self.cell_marks_entered = bool(cell_marks_entered)
         width = 3 + self.size * self.size * (int(self.cell_input) + int(self.reached_cell_input))
         self.observation_space = spaces.Box(0.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(4)
@@ -81,7 +90,10 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         scale = self.size - 1
         parts = [np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)]
         if self.cell_input:
-            parts.append(self._one_hot(self.pos))
+            cell = self._one_hot(self.pos)
+            if self.cell_marks_entered and self.reached is not None:
+                cell[self.reached[0] * self.size + self.reached[1]] = 1.0
+            parts.append(cell)
         if self.reached_cell_input:
             parts.append(self._one_hot(self.reached))
         return np.concatenate(parts)

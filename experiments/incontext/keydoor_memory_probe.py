@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.keydoor_diagnose import QGreedyActor, played_toward_targets, remembered_targets
 from meta.incontext.replay import Trajectory
 from meta.incontext.tasks import eval_task_seeds, task_env_fns
-from meta.incontext.trainer import load_agent, run_rollouts, task_kwargs
-from rolloutlab.checkpoint import atomic_write_json
+from meta.incontext.trainer import CHECKPOINT_KIND, load_agent, run_rollouts, task_kwargs
+from rolloutlab.checkpoint import atomic_write_json, load_checkpoint
 from rolloutlab.threads import set_torch_threads
 
 #: Ridge penalties tried (by leave-one-out on the training tasks).
@@ -113,6 +113,7 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, A
     """The read-outs of one run's key and door cells, and how its argmax-Q play heads for them."""
     agent, cfg = load_agent(run_dir / "checkpoint.pt", device="cpu")
     agent.eval()
+    counters = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]["counters"]
     seeds = eval_task_seeds(n_tasks)
     venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
     try:
@@ -128,6 +129,8 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, A
     return {
         "task": cfg.task,
         "keydoor_size": cfg.keydoor_size,
+        "env_steps": int(counters["env_steps"]),
+        "updates": int(counters["updates"]),
         "n_tasks": n_tasks,
         "train_tasks": n_train,
         "return_mean": float(np.mean([t.rewards.sum() for t in played])),

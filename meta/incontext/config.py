@@ -163,6 +163,9 @@ class TrainConfig:
         keydoor_reached_cell_input: Append a one-hot of the cell the key-door agent's last move entered
             (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``reached_cell_input``): on the step that opens the door,
             the door's cell, while the agent is already back at the start.
+        keydoor_cell_marks_entered: On the step that ends a key-door inner episode, mark the cell the last move
+            entered in the one-hot cell as well as the start (``DarkKeyDoorEnv``'s ``cell_marks_entered``; needs
+            ``keydoor_cell_input``): the door's cell in the same input units as the agent's own cell.
         previous_obs_input: Append the previous observation to every RL^2 input, so one input is a whole transition
             (:class:`~envs.metarl.rl2.RL2Wrapper`'s ``previous_observation``). On the key-door the door's cell is
             otherwise in no single input: entering it resets the agent to the start, and the door is the cell before
@@ -212,6 +215,7 @@ class TrainConfig:
     keydoor_trial_steps: int = 500
     keydoor_cell_input: bool = False
     keydoor_reached_cell_input: bool = False
+    keydoor_cell_marks_entered: bool = False
     previous_obs_input: bool = False
     seed: int = 0
     total_env_steps: int = 100_000

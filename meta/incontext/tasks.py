@@ -73,6 +73,7 @@ def make_task_env(
     keydoor_trial_steps: int = 500,
     keydoor_cell_input: bool = False,
     keydoor_reached_cell_input: bool = False,
+    keydoor_cell_marks_entered: bool = False,
     previous_obs_input: bool = False,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
@@ -89,6 +90,8 @@ def make_task_env(
         keydoor_cell_input: Append the one-hot cell to the key-door's observation
             (:class:`~envs.metarl.keydoor.DarkKeyDoorEnv`'s ``cell_input``).
         keydoor_reached_cell_input: Append the one-hot of the cell the last move entered (``reached_cell_input``).
+        keydoor_cell_marks_entered: Mark the entered cell in the one-hot cell when a move ends an inner episode
+            (``cell_marks_entered``).
         previous_obs_input: Append the previous observation to the RL^2 input (:class:`~envs.metarl.rl2.RL2Wrapper`'s
             ``previous_observation``).
     """
@@ -104,6 +107,7 @@ def make_task_env(
             rollout_steps=keydoor_trial_steps,
             cell_input=keydoor_cell_input,
             reached_cell_input=keydoor_reached_cell_input,
+            cell_marks_entered=keydoor_cell_marks_entered,
         )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")

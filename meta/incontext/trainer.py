@@ -63,6 +63,7 @@ def task_kwargs(config: TrainConfig) -> dict[str, Any]:
         "keydoor_trial_steps": config.keydoor_trial_steps,
         "keydoor_cell_input": config.keydoor_cell_input,
         "keydoor_reached_cell_input": config.keydoor_reached_cell_input,
+        "keydoor_cell_marks_entered": config.keydoor_cell_marks_entered,
         "previous_obs_input": config.previous_obs_input,
         "time_input": config.time_input,
     }

@@ -182,6 +182,27 @@ def test_keydoor_cell_input_is_the_one_hot_cell_after_the_coordinates() -> None:
         obs_cell, *_ = with_cell.step(action)
 
 
+def test_keydoor_cell_marks_entered_shows_start_and_door_on_the_step_that_opens_it() -> None:
+    with pytest.raises(ValueError, match="cell_input"):
+        DarkKeyDoorEnv(size=4, cell_marks_entered=True)
+    env = DarkKeyDoorEnv(size=4, cell_input=True, cell_marks_entered=True)
+    assert env.observation_space.shape == (3 + 16,)
+    env.reset(seed=0)
+    env.start, env.key, env.door = np.array([0, 0]), np.array([0, 1]), np.array([1, 1])
+    env.pos = env.start.copy()
+    obs, reward, *_ = env.step(0)  # up, onto the key: one cell, the agent's
+    assert reward == 1.0 and np.flatnonzero(obs[3:]).tolist() == [1]
+    obs, reward, _, _, info = env.step(3)  # right, onto the door: the start and the door
+    assert reward == 1.0 and info["inner_reset"] and obs[:2].tolist() == [0.0, 0.0]
+    assert np.flatnonzero(obs[3:]).tolist() == [0, 1 * 4 + 1] and env.observation_space.contains(obs)
+    obs, *_ = env.step(3)  # on again: one cell
+    assert np.flatnonzero(obs[3:]).tolist() == [1 * 4 + 0]
+    from meta.incontext.tasks import make_task_env
+
+    marked = make_task_env("keydoor", keydoor_size=4, keydoor_cell_input=True, keydoor_cell_marks_entered=True)
+    assert marked.unwrapped.cell_marks_entered  # type: ignore[attr-defined]
+
+
 def test_keydoor_reached_cell_input_shows_the_door_on_the_step_that_opens_it() -> None:
     env = DarkKeyDoorEnv(size=4, cell_input=True, reached_cell_input=True)
     assert env.observation_space.shape == (3 + 16 + 16,)
