@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -43,6 +44,10 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         cell_marks_entered: Mark the cell the last move entered in the one-hot cell too, when the move ended an inner
             episode (needs ``cell_input``): the door's cell then arrives in the same input units as the agent's own
             cell, as the key's does when the agent steps onto it.
+        room_sizes: Sides (each in 3..``size``) that a task's room is drawn from, uniformly, at every ``reset``: the
+            start, key and door lie in the room's cells ``[0, room)^2`` and its edges are walls, while observations
+            stay in the ``size`` grid's units (coordinates scaled by ``size - 1``, one-hots of ``size * size``
+            cells). Smaller rooms are easier versions of the same task in the same inputs. ``None``: the whole grid.
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium declares it as a plain attribute)
@@ -55,11 +60,14 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         cell_input: bool = False,
         reached_cell_input: bool = False,
         cell_marks_entered: bool = False,
+        room_sizes: Sequence[int] | None = None,
     ) -> None:
         if size < 3:
             raise ValueError(f"size must be >= 3, got {size}")
         if cell_marks_entered and not cell_input:
             raise ValueError("cell_marks_entered needs cell_input=True")
+        if room_sizes is not None and (not room_sizes or any(not 3 <= int(r) <= size for r in room_sizes)):
+            raise ValueError(f"room_sizes must be sides in 3..{size}, got {room_sizes!r}")
         if episode_steps < 1 or rollout_steps < 1:
             raise ValueError("episode_steps and rollout_steps must be >= 1")
         self.size = int(size)
@@ -68,6 +76,8 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         self.cell_input = bool(cell_input)
         self.reached_cell_input = bool(reached_cell_input)
         self.cell_marks_entered = bool(cell_marks_entered)
+        self.room_sizes = None if room_sizes is None else [int(r) for r in room_sizes]
+        self.room = self.size
         width = 3 + self.size * self.size * (int(self.cell_input) + int(self.reached_cell_input))
         self.observation_space = spaces.Box(0.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(4)
@@ -100,8 +110,10 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
-        cells = self.np_random.choice(self.size * self.size, size=3, replace=False)
-        self.start, self.key, self.door = (np.array(divmod(int(c), self.size), dtype=np.int64) for c in cells)
+        if self.room_sizes is not None:
+            self.room = int(self.room_sizes[int(self.np_random.integers(len(self.room_sizes)))])
+        cells = self.np_random.choice(self.room * self.room, size=3, replace=False)
+        self.start, self.key, self.door = (np.array(divmod(int(c), self.room), dtype=np.int64) for c in cells)
         self.pos = self.start.copy()
         self.reached = None
         self.has_key = False
@@ -114,7 +126,7 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"invalid action {action!r}; expected 0..3")
         if self._t >= self.rollout_steps:
             raise RuntimeError("step() called after the episode ended; call reset()")
-        self.pos = np.clip(self.pos + MOVES[int(action)], 0, self.size - 1)
+        self.pos = np.clip(self.pos + MOVES[int(action)], 0, self.room - 1)
         self.reached = self.pos.copy()
         reward = 0.0
         episode_over = False

@@ -166,6 +166,9 @@ class TrainConfig:
         keydoor_cell_marks_entered: On the step that ends a key-door inner episode, mark the cell the last move
             entered in the one-hot cell as well as the start (``DarkKeyDoorEnv``'s ``cell_marks_entered``; needs
             ``keydoor_cell_input``): the door's cell in the same input units as the agent's own cell.
+        keydoor_train_rooms: Room sides that the training actors' key-door tasks draw from (``DarkKeyDoorEnv``'s
+            ``room_sizes``: smaller rooms inside the same grid and inputs); evaluation always plays the whole grid.
+            ``None``: training plays the whole grid too.
         previous_obs_input: Append the previous observation to every RL^2 input, so one input is a whole transition
             (:class:`~envs.metarl.rl2.RL2Wrapper`'s ``previous_observation``). On the key-door the door's cell is
             otherwise in no single input: entering it resets the agent to the start, and the door is the cell before
@@ -216,6 +219,7 @@ class TrainConfig:
     keydoor_cell_input: bool = False
     keydoor_reached_cell_input: bool = False
     keydoor_cell_marks_entered: bool = False
+    keydoor_train_rooms: list[int] | None = None
     previous_obs_input: bool = False
     seed: int = 0
     total_env_steps: int = 100_000

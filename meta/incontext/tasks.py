@@ -74,6 +74,7 @@ def make_task_env(
     keydoor_cell_input: bool = False,
     keydoor_reached_cell_input: bool = False,
     keydoor_cell_marks_entered: bool = False,
+    keydoor_room_sizes: list[int] | None = None,
     previous_obs_input: bool = False,
 ) -> gym.Env:
     """One RL^2-wrapped meta-RL env.
@@ -92,6 +93,7 @@ def make_task_env(
         keydoor_reached_cell_input: Append the one-hot of the cell the last move entered (``reached_cell_input``).
         keydoor_cell_marks_entered: Mark the entered cell in the one-hot cell when a move ends an inner episode
             (``cell_marks_entered``).
+        keydoor_room_sizes: Room sides each key-door task draws from (``room_sizes``; ``None``: the whole grid).
         previous_obs_input: Append the previous observation to the RL^2 input (:class:`~envs.metarl.rl2.RL2Wrapper`'s
             ``previous_observation``).
     """
@@ -108,6 +110,7 @@ def make_task_env(
             cell_input=keydoor_cell_input,
             reached_cell_input=keydoor_reached_cell_input,
             cell_marks_entered=keydoor_cell_marks_entered,
+            room_sizes=keydoor_room_sizes,
         )
     else:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")

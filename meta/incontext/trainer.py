@@ -187,7 +187,9 @@ class InContextTrainer:
         self.input_dim = int(np.prod(probe.observation_space.shape))  # type: ignore[arg-type]
         self.n_actions = int(probe.action_space.n)  # type: ignore[attr-defined]
         probe.close()
-        self.venv = gym.vector.SyncVectorEnv(task_env_fns(config.task, config.n_envs, **kwargs))
+        # The training actors' tasks (smaller key-door rooms when configured); evaluation builds its own, whole ones.
+        rooms = {"keydoor_room_sizes": config.keydoor_train_rooms} if config.keydoor_train_rooms else {}
+        self.venv = gym.vector.SyncVectorEnv(task_env_fns(config.task, config.n_envs, **kwargs, **rooms))
         self.device = resolve_device(config.device)
         # Initialized on the CPU (from the seeded global generator), then moved: the same weights on every device.
         self.agent = InContextAgent(self.input_dim, self.n_actions, config.agent).to(self.device)

@@ -203,6 +203,30 @@ def test_keydoor_cell_marks_entered_shows_start_and_door_on_the_step_that_opens_
     assert marked.unwrapped.cell_marks_entered  # type: ignore[attr-defined]
 
 
+def test_keydoor_room_sizes_draw_smaller_rooms_in_the_same_grid_units() -> None:
+    with pytest.raises(ValueError, match="room_sizes"):
+        DarkKeyDoorEnv(size=8, room_sizes=[9])
+    # Without rooms the layouts are the ones every evaluation task has always had: three cells of the whole grid.
+    plain = DarkKeyDoorEnv(size=8)
+    plain.reset(seed=3)
+    drawn = gym.utils.seeding.np_random(3)[0].choice(64, size=3, replace=False)
+    assert [divmod(int(c), 8) for c in drawn] == [tuple(plain.start), tuple(plain.key), tuple(plain.door)]
+    assert plain.room == 8
+    env = DarkKeyDoorEnv(size=8, cell_input=True, room_sizes=[4, 6])
+    assert env.observation_space.shape == (3 + 64,)
+    rooms = set()
+    for seed in range(40):
+        obs, _ = env.reset(seed=seed)
+        rooms.add(env.room)
+        cells = np.stack([env.start, env.key, env.door])
+        assert env.room in (4, 6) and cells.max() < env.room
+        assert obs[:2].tolist() == pytest.approx((env.start / 7).tolist())  # the 8x8 grid's units
+        for _ in range(30):  # the room's edges are walls
+            obs, *_ = env.step(int(env.np_random.integers(4)))
+            assert env.pos.max() < env.room and obs[3 + int(env.pos[0]) * 8 + int(env.pos[1])] == 1.0
+    assert rooms == {4, 6}
+
+
 def test_keydoor_reached_cell_input_shows_the_door_on_the_step_that_opens_it() -> None:
     env = DarkKeyDoorEnv(size=4, cell_input=True, reached_cell_input=True)
     assert env.observation_space.shape == (3 + 16 + 16,)

@@ -41,6 +41,28 @@ def test_smoke_run_each_task(task: str, steps: int, tmp_path: Path) -> None:
     assert result["act_steps_per_second"] > 0 and result["updates_per_second"] > 0
 
 
+def test_keydoor_train_rooms_shape_the_actors_tasks_and_not_the_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from meta.incontext import trainer as trainer_module
+
+    cfg = _tiny("keydoor", 1000, keydoor_size=6, keydoor_train_rooms=[3, 4])
+    trainer = InContextTrainer(cfg, tmp_path)
+    assert [env.unwrapped.room_sizes for env in trainer.venv.envs] == [[3, 4], [3, 4]]  # type: ignore[attr-defined]
+    built: list[dict[str, object]] = []
+    plain_fns = trainer_module.task_env_fns
+
+    def recording(task: str, n: int, **kwargs: object) -> list:
+        built.append(kwargs)
+        return plain_fns(task, n, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "task_env_fns", recording)
+    trainer.learn()
+    assert built and all("keydoor_room_sizes" not in kwargs for kwargs in built)  # evaluation: the whole grid
+    rooms = {int(np.rint(traj.obs[:, :2].max() * 5)) for traj in trainer.replay.trajectories}
+    assert rooms and rooms <= {2, 3}  # the actors never left a 4x4 room of the 6x6 grid
+
+
 def test_resume_after_kill_continues_exactly(tmp_path: Path) -> None:
     straight = InContextTrainer(_tiny("bandit", 80, updates_per_step=0.1), None)
     straight.learn()
