@@ -12,11 +12,15 @@ hold the target beat that baseline on the absolute cell; features that do not st
 does not head for the target).
 
 A policy that heads for a found target needs its cell in the features; the probe tells a memory that does not store
-the door (nothing to act on) from a critic that stores it and does not act on it.
+the door (nothing to act on) from a critic that stores it and does not act on it. Beside the read-outs, how much
+the run's data had to learn from: key pick-ups and door openings per trial, and the step of a trial's first door
+opening, in the probe's play and in the last ``replay_trials`` trials of the run's replay (its own exploring play).
 
     OMP_NUM_THREADS=1 python experiments/incontext/keydoor_memory_probe.py \\
         --runs runs/incontext-keydoor-8x8/keydoor_keydoor_qlearning+replay10_20000000_seed0 \\
         --out experiments/incontext/results/keydoor_memory_probe.json
+
+Writes the JSON and its markdown table beside it (``.md``).
 """
 
 from __future__ import annotations
@@ -35,10 +39,10 @@ from sklearn.linear_model import RidgeCV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.keydoor_diagnose import QGreedyActor, played_toward_targets, remembered_targets
-from meta.incontext.replay import Trajectory
+from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import eval_task_seeds, task_env_fns
 from meta.incontext.trainer import CHECKPOINT_KIND, load_agent, run_rollouts, task_kwargs
-from rolloutlab.checkpoint import atomic_write_json, load_checkpoint
+from rolloutlab.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint
 from rolloutlab.threads import set_torch_threads
 
 #: Ridge penalties tried (by leave-one-out on the training tasks).
@@ -53,6 +57,8 @@ class Args:
     """Evaluation tasks played (the first of the shared evaluation seeds)."""
     train_fraction: float = 0.7
     """Share of the tasks the read-out is fitted on; it is scored on the others."""
+    replay_trials: int = 500
+    """Newest trials of the run's replay whose key and door events are counted."""
     out: str | None = None
     """JSON file, updated run by run (a run already in it is skipped); default: printed only."""
 
@@ -90,6 +96,26 @@ def target_features(
     }
 
 
+def target_events(trajectories: list[Trajectory]) -> dict[str, float]:
+    """Key pick-ups and door openings per trial, and the step of each trial's first door opening (the trial's
+    length when it opened none): ``{"trials", "keys_per_trial", "doors_per_trial", "first_door_step_median",
+    "trials_with_door"}``."""
+    keys, doors, first = [], [], []
+    for traj in trajectories:
+        holding = traj.obs[:-1, 2] > 0.5
+        opened = np.flatnonzero((traj.rewards > 0) & holding)
+        keys.append(int(((traj.rewards > 0) & ~holding).sum()))
+        doors.append(len(opened))
+        first.append(int(opened[0]) if len(opened) else len(traj))
+    return {
+        "trials": len(trajectories),
+        "keys_per_trial": float(np.mean(keys)),
+        "doors_per_trial": float(np.mean(doors)),
+        "first_door_step_median": float(np.median(first)),
+        "trials_with_door": float(np.mean(np.asarray(doors) > 0)),
+    }
+
+
 def readout_r2(x: np.ndarray, y: np.ndarray, trials: np.ndarray, n_train_trials: int) -> dict[str, Any]:
     """Ridge read-outs of each target column from the features, fitted on trials ``< n_train_trials`` and scored
     (R^2) on the rest: ``{"steps", "train_trials", "test_trials", "abs": mean R^2 of x and y, "rel": the same of the
@@ -109,11 +135,17 @@ def readout_r2(x: np.ndarray, y: np.ndarray, trials: np.ndarray, n_train_trials:
     return {**out, "abs": float(np.mean(scores[:2])), "rel": float(np.mean(scores[2:])), "columns": scores}
 
 
-def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, Any]:
-    """The read-outs of one run's key and door cells, and how its argmax-Q play heads for them."""
+def probe_run(run_dir: Path, n_tasks: int, train_fraction: float, replay_trials: int = 500) -> dict[str, Any]:
+    """The read-outs of one run's key and door cells, how its argmax-Q play heads for them, and the key and door
+    events of that play and of its replay's newest ``replay_trials`` trials."""
     agent, cfg = load_agent(run_dir / "checkpoint.pt", device="cpu")
     agent.eval()
-    counters = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]["counters"]
+    state = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]
+    counters = state["counters"]
+    replay = TrajectoryReplay(1)
+    replay.load_state_dict(state["replay"])
+    replayed = list(replay.trajectories)[-replay_trials:]
+    del state, replay
     seeds = eval_task_seeds(n_tasks)
     venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
     try:
@@ -129,12 +161,15 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, A
     return {
         "task": cfg.task,
         "keydoor_size": cfg.keydoor_size,
+        "trial_steps": cfg.keydoor_trial_steps,
         "env_steps": int(counters["env_steps"]),
         "updates": int(counters["updates"]),
         "n_tasks": n_tasks,
         "train_tasks": n_train,
         "return_mean": float(np.mean([t.rewards.sum() for t in played])),
         "played_toward_targets": played_toward_targets(played, cfg.keydoor_size),
+        "played_events": target_events(played),
+        "replay_events": target_events(replayed),
         **{
             name: {**readout_r2(x, y, g, n_train), "cell_only": readout_r2(c, y, g, n_train)}
             for name, (x, y, g, c) in per_target.items()
@@ -142,18 +177,48 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float) -> dict[str, A
     }
 
 
+def _number(value: float | None, fmt: str = ".2f") -> str:
+    return "-" if value is None or value != value else format(value, fmt)
+
+
+def table(results: dict[str, Any]) -> str:
+    """Markdown table of the probed runs: the read-outs (beside the agent's cell alone), how argmax-Q play heads for
+    found targets, and the replay's key and door events."""
+    lines = [
+        "| run | grid, trial | env steps | updates | key R² (cell alone) | door R² (cell alone) | toward found key "
+        "| toward found door | replay: keys / trial | replay: doors / trial | replay: first door step (median) |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, entry in results["runs"].items():
+        toward, replay = entry["played_toward_targets"], entry["replay_events"]
+        key, door = entry["key"], entry["door"]
+        lines.append(
+            f"| `{name.split('+', 1)[-1]}` | {entry['keydoor_size']}x{entry['keydoor_size']}, "
+            f"{entry['trial_steps']} | {entry['env_steps']:,} | {entry['updates']:,} "
+            f"| {_number(key['abs'])} ({_number(key['cell_only']['abs'])}) "
+            f"| {_number(door['abs'])} ({_number(door['cell_only']['abs'])}) "
+            f"| {_number(toward['toward_key'])} | {_number(toward['toward_door'])} "
+            f"| {_number(replay['keys_per_trial'], '.1f')} | {_number(replay['doors_per_trial'], '.1f')} "
+            f"| {_number(replay['first_door_step_median'], '.0f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(args: Args) -> dict[str, Any]:
     set_torch_threads(1)
     out_path = Path(args.out) if args.out else None
     results: dict[str, Any] = json.loads(out_path.read_text()) if out_path and out_path.exists() else {}
     results.setdefault("runs", {})
-    results["protocol"] = {"tasks": args.tasks, "train_fraction": args.train_fraction, "alphas": list(ALPHAS)}
+    results["protocol"] = {
+        "tasks": args.tasks, "train_fraction": args.train_fraction, "alphas": list(ALPHAS),
+        "replay_trials": args.replay_trials,
+    }  # fmt: skip
     for run in args.runs:
         name = Path(run).name
         if name in results["runs"]:
             print(f"{name}: already probed", flush=True)
             continue
-        results["runs"][name] = probe_run(Path(run), args.tasks, args.train_fraction)
+        results["runs"][name] = probe_run(Path(run), args.tasks, args.train_fraction, args.replay_trials)
         entry = results["runs"][name]
         for target in ("key", "door"):
             part = entry[target]
@@ -161,6 +226,7 @@ def main(args: Args) -> dict[str, Any]:
                   f"{part['cell_only']['abs']})", flush=True)  # fmt: skip
         if out_path:
             atomic_write_json(out_path, results)
+            atomic_write_text(out_path.with_suffix(".md"), table(results))
     if not out_path:
         print(json.dumps(results, indent=2))
     return results

@@ -58,6 +58,17 @@ def test_readout_finds_cells_the_features_hold_and_not_others() -> None:
     assert probe.readout_r2(x, y, g, 28)["rel"] > 0.2
 
 
+def test_target_events_count_keys_doors_and_the_first_door() -> None:
+    probe = load_script(PROBE)
+    trials, _, _ = _explorer_trials(6)
+    events = probe.target_events(trials)
+    holding = [t.obs[:-1, 2] > 0.5 for t in trials]
+    doors = [int(((t.rewards > 0) & h).sum()) for t, h in zip(trials, holding, strict=True)]
+    assert events["trials"] == 6 and events["doors_per_trial"] == np.mean(doors) > 1
+    assert events["keys_per_trial"] >= events["doors_per_trial"] and events["trials_with_door"] == 1.0
+    assert 0 < events["first_door_step_median"] < len(trials[0])
+
+
 def test_probe_script_reads_a_run_folder_and_skips_what_it_has(tmp_path: Path) -> None:
     probe = load_script(PROBE)
     cfg = agent_config("keydoor_qlearning", "keydoor_5x5", 0, 400, None, 2)
@@ -75,5 +86,8 @@ def test_probe_script_reads_a_run_folder_and_skips_what_it_has(tmp_path: Path) -
     )
     assert {"key", "door", "played_toward_targets", "return_mean"} <= set(entry)
     assert entry["key"]["steps"] == entry["key"]["cell_only"]["steps"]
+    assert entry["replay_events"]["trials"] == 4 and entry["played_events"]["trials"] == 10
+    rows = out.with_suffix(".md").read_text().splitlines()
+    assert len(rows) == 3 and rows[2].startswith("| `run` | 5x5, 100 | 400 |")
     again = probe.main(probe.Args(runs=[str(run)], tasks=10, out=str(out)))
     assert json.dumps(again["runs"]["run"]) == json.dumps(entry)
