@@ -59,6 +59,9 @@ class Args:
     """Share of the tasks the read-out is fitted on; it is scored on the others."""
     replay_trials: int = 500
     """Newest trials of the run's replay whose key and door events are counted."""
+    room: int | None = None
+    """Play the evaluation tasks in rooms of this side inside the run's grid (``DarkKeyDoorEnv``'s ``room_sizes``;
+    for runs that trained in smaller rooms); ``None``: the whole grid. Entries are then named ``<run>@room<side>``."""
     out: str | None = None
     """JSON file, updated run by run (a run already in it is skipped); default: printed only."""
 
@@ -135,9 +138,12 @@ def readout_r2(x: np.ndarray, y: np.ndarray, trials: np.ndarray, n_train_trials:
     return {**out, "abs": float(np.mean(scores[:2])), "rel": float(np.mean(scores[2:])), "columns": scores}
 
 
-def probe_run(run_dir: Path, n_tasks: int, train_fraction: float, replay_trials: int = 500) -> dict[str, Any]:
+def probe_run(
+    run_dir: Path, n_tasks: int, train_fraction: float, replay_trials: int = 500, room: int | None = None
+) -> dict[str, Any]:
     """The read-outs of one run's key and door cells, how its argmax-Q play heads for them, and the key and door
-    events of that play and of its replay's newest ``replay_trials`` trials."""
+    events of that play and of its replay's newest ``replay_trials`` trials; the tasks in rooms of side ``room``
+    when given."""
     agent, cfg = load_agent(run_dir / "checkpoint.pt", device="cpu")
     agent.eval()
     state = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]
@@ -147,7 +153,8 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float, replay_trials:
     replayed = list(replay.trajectories)[-replay_trials:]
     del state, replay
     seeds = eval_task_seeds(n_tasks)
-    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg)))
+    rooms = {} if room is None else {"keydoor_room_sizes": [room]}
+    venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg), **rooms))
     try:
         acting = QGreedyActor(agent, len(cfg.agent.gammas) - 1)
         played = run_rollouts(acting, venv, seeds, None, np.random.default_rng(0))  # type: ignore[arg-type]
@@ -161,6 +168,7 @@ def probe_run(run_dir: Path, n_tasks: int, train_fraction: float, replay_trials:
     return {
         "task": cfg.task,
         "keydoor_size": cfg.keydoor_size,
+        "room": cfg.keydoor_size if room is None else room,
         "trial_steps": cfg.keydoor_trial_steps,
         "env_steps": int(counters["env_steps"]),
         "updates": int(counters["updates"]),
@@ -181,6 +189,11 @@ def _number(value: float | None, fmt: str = ".2f") -> str:
     return "-" if value is None or value != value else format(value, fmt)
 
 
+def _grid(entry: dict[str, Any]) -> str:
+    size, room = entry["keydoor_size"], entry.get("room", entry["keydoor_size"])
+    return f"{size}x{size}" if room == size else f"{room}x{room} room of {size}x{size}"
+
+
 def table(results: dict[str, Any]) -> str:
     """Markdown table of the probed runs: the read-outs (beside the agent's cell alone), how argmax-Q play heads for
     found targets, and the replay's key and door events."""
@@ -193,7 +206,7 @@ def table(results: dict[str, Any]) -> str:
         toward, replay = entry["played_toward_targets"], entry["replay_events"]
         key, door = entry["key"], entry["door"]
         lines.append(
-            f"| `{name.split('+', 1)[-1]}` | {entry['keydoor_size']}x{entry['keydoor_size']}, "
+            f"| `{name.split('+', 1)[-1]}` | {_grid(entry)}, "
             f"{entry['trial_steps']} | {entry['env_steps']:,} | {entry['updates']:,} "
             f"| {_number(key['abs'])} ({_number(key['cell_only']['abs'])}) "
             f"| {_number(door['abs'])} ({_number(door['cell_only']['abs'])}) "
@@ -214,11 +227,11 @@ def main(args: Args) -> dict[str, Any]:
         "replay_trials": args.replay_trials,
     }  # fmt: skip
     for run in args.runs:
-        name = Path(run).name
+        name = Path(run).name + ("" if args.room is None else f"@room{args.room}")
         if name in results["runs"]:
             print(f"{name}: already probed", flush=True)
             continue
-        results["runs"][name] = probe_run(Path(run), args.tasks, args.train_fraction, args.replay_trials)
+        results["runs"][name] = probe_run(Path(run), args.tasks, args.train_fraction, args.replay_trials, args.room)
         entry = results["runs"][name]
         for target in ("key", "door"):
             part = entry[target]

@@ -89,5 +89,8 @@ def test_probe_script_reads_a_run_folder_and_skips_what_it_has(tmp_path: Path) -
     assert entry["replay_events"]["trials"] == 4 and entry["played_events"]["trials"] == 10
     rows = out.with_suffix(".md").read_text().splitlines()
     assert len(rows) == 3 and rows[2].startswith("| `run` | 5x5, 100 | 400 |")
+    roomed = probe.main(probe.Args(runs=[str(run)], tasks=10, room=3, out=str(out)))["runs"]["run@room3"]
+    assert roomed["room"] == 3 and entry["room"] == 5
+    assert "| `run@room3` | 3x3 room of 5x5, 100 |" in out.with_suffix(".md").read_text()
     again = probe.main(probe.Args(runs=[str(run)], tasks=10, out=str(out)))
     assert json.dumps(again["runs"]["run"]) == json.dumps(entry)
