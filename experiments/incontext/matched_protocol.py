@@ -42,18 +42,21 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 #: Smaller tasks that gate a benchmark task before its full runs (not part of the benchmark's summary): the dark
 #: key-door on a 5x5 grid with 20-step episodes and 100-step trials (``experiments/incontext/keydoor_gate.py``), and
-#: the 5x5 grid with the 8x8 key-door's 50-step episodes and 500-step trials, which tells what of the 8x8 task's
-#: difficulty is the grid and what the trial's length.
+#: the 5x5 and 6x6 grids with the 8x8 key-door's 50-step episodes and 500-step trials, which tell what of the 8x8
+#: task's difficulty is the grid and what the trial's length.
 GATE_TASKS: dict[str, dict[str, Any]] = {
     "keydoor_5x5": {"task": "keydoor", "keydoor_size": 5, "keydoor_episode_steps": 20, "keydoor_trial_steps": 100},
     "keydoor_5x5_long": {
         "task": "keydoor", "keydoor_size": 5, "keydoor_episode_steps": 50, "keydoor_trial_steps": 500,
     },
+    "keydoor_6x6_long": {
+        "task": "keydoor", "keydoor_size": 6, "keydoor_episode_steps": 50, "keydoor_trial_steps": 500,
+    },
 }  # fmt: skip
 #: Evaluation tasks per benchmark task (issue 18: >= 1,000 for the bandits) and per gate task.
 EVAL_TASKS = {
     "bandit_5x100": 1000, "bandit_2x100": 1000, "tmaze_100": 200, "keydoor": 200, "keydoor_5x5": 200,
-    "keydoor_5x5_long": 200,
+    "keydoor_5x5_long": 200, "keydoor_6x6_long": 200,
 }  # fmt: skip
 #: Env-step budget and wall-clock cap (minutes) of one agent run, sized from the gate's measured speed so that a
 #: run fits in under an hour of one core of the shared 2-core machine (the cap only guards against a slower machine;
