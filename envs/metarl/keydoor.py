@@ -110,6 +110,7 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
+        self.room = self.size
         if self.room_sizes is not None:
             self.room = int(self.room_sizes[int(self.np_random.integers(len(self.room_sizes)))])
         cells = self.np_random.choice(self.room * self.room, size=3, replace=False)

@@ -169,6 +169,8 @@ class TrainConfig:
         keydoor_train_rooms: Room sides that the training actors' key-door tasks draw from (``DarkKeyDoorEnv``'s
             ``room_sizes``: smaller rooms inside the same grid and inputs); evaluation always plays the whole grid.
             ``None``: training plays the whole grid too.
+        keydoor_train_rooms_until: Env steps after which the training actors play the whole grid again (a curriculum:
+            small rooms first); ``None``: ``keydoor_train_rooms`` for the whole run.
         previous_obs_input: Append the previous observation to every RL^2 input, so one input is a whole transition
             (:class:`~envs.metarl.rl2.RL2Wrapper`'s ``previous_observation``). On the key-door the door's cell is
             otherwise in no single input: entering it resets the agent to the start, and the door is the cell before
@@ -220,6 +222,7 @@ class TrainConfig:
     keydoor_reached_cell_input: bool = False
     keydoor_cell_marks_entered: bool = False
     keydoor_train_rooms: list[int] | None = None
+    keydoor_train_rooms_until: int | None = None
     previous_obs_input: bool = False
     seed: int = 0
     total_env_steps: int = 100_000

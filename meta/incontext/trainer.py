@@ -264,6 +264,11 @@ class InContextTrainer:
         """One iteration: a meta-rollout in every env copy with annealed epsilon, stored in the replay."""
         cfg = self.config
         seeds = [cfg.seed * 1_000_003 + self.iteration * cfg.n_envs + i for i in range(cfg.n_envs)]
+        if cfg.keydoor_train_rooms and cfg.keydoor_train_rooms_until is not None:
+            # The rooms' phase is over: the actors' next tasks (drawn at the reset below) play the whole grid.
+            rooms = cfg.keydoor_train_rooms if self.env_steps < cfg.keydoor_train_rooms_until else None
+            for env in self.venv.envs:
+                env.unwrapped.room_sizes = rooms  # type: ignore[attr-defined]
         start = time.perf_counter()
         trajectories = run_rollouts(self.agent, self.venv, seeds, self.trial_epsilons(), self.rng, self.generator)
         self.act_seconds += time.perf_counter() - start

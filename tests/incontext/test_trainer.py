@@ -63,6 +63,17 @@ def test_keydoor_train_rooms_shape_the_actors_tasks_and_not_the_evaluation(
     assert rooms and rooms <= {2, 3}  # the actors never left a 4x4 room of the 6x6 grid
 
 
+def test_keydoor_train_rooms_until_returns_the_actors_to_the_whole_grid(tmp_path: Path) -> None:
+    cfg = _tiny("keydoor", 2000, keydoor_size=6, keydoor_train_rooms=[3], keydoor_train_rooms_until=1000)
+    trainer = InContextTrainer(cfg, tmp_path)
+    trainer.learn()
+    widest = [int(np.rint(traj.obs[:, :2].max() * 5)) for traj in trainer.replay.trajectories]
+    # Two 500-step trials per collection: the first collection in 3x3 rooms, the second (from 1000 env steps on) on
+    # the whole 6x6 grid.
+    assert len(widest) == 4 and max(widest[:2]) <= 2 and min(widest[2:]) > 2
+    assert all(env.unwrapped.room == 6 for env in trainer.venv.envs)  # type: ignore[attr-defined]
+
+
 def test_resume_after_kill_continues_exactly(tmp_path: Path) -> None:
     straight = InContextTrainer(_tiny("bandit", 80, updates_per_step=0.1), None)
     straight.learn()
