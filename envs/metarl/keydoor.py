@@ -101,9 +101,7 @@ class DarkKeyDoorEnv(gym.Env[np.ndarray, np.int64]):
         parts = [np.array([self.pos[0] / scale, self.pos[1] / scale, float(self.has_key)], dtype=np.float32)]
         if self.cell_input:
             cell = self._one_hot(self.pos)
-            if self.cell_marks_entered and self.reached is not None:
-                cell[self.reached[0] * self.size + self.reached[1]] = 1.0
-            parts.append(cell)
+            parts.append(np.maximum(cell, self._one_hot(self.reached)) if self.cell_marks_entered else cell)
         if self.reached_cell_input:
             parts.append(self._one_hot(self.reached))
         return np.concatenate(parts)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments.incontext.keydoor_diagnose import QGreedyActor, played_toward_targets, remembered_targets
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import eval_task_seeds, task_env_fns
-from meta.incontext.trainer import CHECKPOINT_KIND, load_agent, run_rollouts, task_kwargs
+from meta.incontext.trainer import CHECKPOINT_KIND, agent_from_checkpoint, run_rollouts, task_kwargs
 from rolloutlab.checkpoint import atomic_write_json, atomic_write_text, load_checkpoint
 from rolloutlab.threads import set_torch_threads
 
@@ -144,14 +144,15 @@ def probe_run(
     """The read-outs of one run's key and door cells, how its argmax-Q play heads for them, and the key and door
     events of that play and of its replay's newest ``replay_trials`` trials; the tasks in rooms of side ``room``
     when given."""
-    agent, cfg = load_agent(run_dir / "checkpoint.pt", device="cpu")
+    envelope = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)
+    agent, cfg = agent_from_checkpoint(envelope, device="cpu")
     agent.eval()
-    state = load_checkpoint(run_dir / "checkpoint.pt", kind=CHECKPOINT_KIND)["state"]
+    state = envelope["state"]
     counters = state["counters"]
     replay = TrajectoryReplay(1)
     replay.load_state_dict(state["replay"])
     replayed = list(replay.trajectories)[-replay_trials:]
-    del state, replay
+    del envelope, state, replay
     seeds = eval_task_seeds(n_tasks)
     rooms = {} if room is None else {"keydoor_room_sizes": [room]}
     venv = gym.vector.SyncVectorEnv(task_env_fns(cfg.task, n_tasks, **task_kwargs(cfg), **rooms))

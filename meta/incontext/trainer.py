@@ -42,6 +42,7 @@ __all__ = [
     "CHECKPOINT_KIND",
     "EVAL_SEED_BASE",
     "InContextTrainer",
+    "agent_from_checkpoint",
     "ema_rate",
     "evaluate_agent",
     "learning_rate",
@@ -265,7 +266,7 @@ class InContextTrainer:
         cfg = self.config
         seeds = [cfg.seed * 1_000_003 + self.iteration * cfg.n_envs + i for i in range(cfg.n_envs)]
         if cfg.keydoor_train_rooms and cfg.keydoor_train_rooms_until is not None:
-            # The rooms' phase is over: the actors' next tasks (drawn at the reset below) play the whole grid.
+            # Small rooms until the switch, the whole grid after it, for the tasks drawn at the reset below.
             rooms = cfg.keydoor_train_rooms if self.env_steps < cfg.keydoor_train_rooms_until else None
             for env in self.venv.envs:
                 env.unwrapped.room_sizes = rooms  # type: ignore[attr-defined]
@@ -463,9 +464,14 @@ def load_agent(path: Path, device: str | None = None) -> tuple[InContextAgent, T
         path: The trainer's ``checkpoint.pt``.
         device: Where to put the agent (``None``: the device the run trained on).
     """
+    return agent_from_checkpoint(load_checkpoint(path, kind=CHECKPOINT_KIND), device)
+
+
+def agent_from_checkpoint(envelope: dict[str, Any], device: str | None = None) -> tuple[InContextAgent, TrainConfig]:
+    """:func:`load_agent` from a checkpoint already loaded (``rolloutlab.checkpoint.load_checkpoint``), for callers
+    that also read its counters or replay."""
     from rolloutlab.config import from_dict
 
-    envelope = load_checkpoint(path, kind=CHECKPOINT_KIND)
     config = from_dict(TrainConfig, with_saved_defaults(envelope["config"]))
     if device is not None:
         config = dataclasses.replace(config, device=device)
