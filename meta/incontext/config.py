@@ -200,6 +200,12 @@ class TrainConfig:
         bilevel_start: ``(begin, final)`` epsilon at a trial's first step, at the start and the end of the anneal.
         bilevel_end: ``(begin, final)`` epsilon at a trial's last step.
         bilevel_randomize: Per-actor multipliers uniform in [0, 1), redrawn every trial (AMAGO's ``randomize_eps``).
+        novelty_bonus: Reward added in the critic's targets (env reward units) for each step that reaches an
+            observation new to its trial (:func:`~meta.incontext.exploration.first_visits`: on the key-door a cell not
+            yet visited with that key state), a within-trial count bonus that pays a systematic search. It is never
+            in the agent's inputs, its logged returns or its evaluation. 0: none.
+        novelty_anneal_steps: Env steps over which ``novelty_bonus`` falls linearly to 0, applied to the whole replay
+            at each update (so from then on the critic learns the env's reward alone); ``None``: constant.
         eval_tasks: Fresh tasks per evaluation (greedy policy).
         eval_every_steps: Evaluate after this many environment steps (and at the end).
         stop_at_return: Stop early once an evaluation reaches this mean return (``None``: never).
@@ -243,6 +249,8 @@ class TrainConfig:
     bilevel_start: tuple[float, float] = (1.0, 0.05)
     bilevel_end: tuple[float, float] = (0.8, 0.01)
     bilevel_randomize: bool = True
+    novelty_bonus: float = 0.0
+    novelty_anneal_steps: int | None = None
     eval_tasks: int = 200
     eval_every_steps: int = 20_000
     stop_at_return: float | None = None
@@ -260,6 +268,11 @@ class TrainConfig:
             raise ValueError(
                 "need keydoor_episode_steps >= 1 and keydoor_trial_steps >= 1, got "
                 f"{self.keydoor_episode_steps}, {self.keydoor_trial_steps}"
+            )
+        if self.novelty_bonus < 0 or (self.novelty_anneal_steps is not None and self.novelty_anneal_steps < 1):
+            raise ValueError(
+                "need novelty_bonus >= 0 and novelty_anneal_steps >= 1 (or None), got "
+                f"{self.novelty_bonus}, {self.novelty_anneal_steps}"
             )
         if not self.agent.reward_scale > 0:
             raise ValueError(f"need agent.reward_scale > 0, got {self.agent.reward_scale}")

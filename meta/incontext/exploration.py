@@ -91,3 +91,35 @@ class BilevelEpsilon:
         """Epsilons ``(n_actors,)`` at step ``step_in_trial`` (0-based) of a trial begun after ``env_steps``."""
         start, end = self.ends(env_steps)
         return multipliers * (start - (start - end) * step_in_trial / self.horizon)
+
+
+def first_visits(obs: np.ndarray, n_dims: int) -> np.ndarray:
+    """1.0 at each step of a trajectory whose next observation is new to its trial, else 0.0, shape ``(T,)``.
+
+    An observation is its first ``n_dims`` entries (the task env's own observation, before the RL^2 inputs), so on
+    the key-door a step is new when it enters a cell the trial has not seen with that key state: a within-trial
+    count bonus with a count of one, as in episodic novelty bonuses (Badia et al., 2020, "Never Give Up").
+
+    Args:
+        obs: The trajectory's inputs ``(T + 1, D)``; ``obs[0]`` (the first observation) counts as seen.
+        n_dims: Leading entries that make an observation, ``1 <= n_dims <= D``.
+    """
+    if obs.ndim != 2 or not 1 <= n_dims <= obs.shape[1]:
+        raise ValueError(f"need obs of shape (T + 1, D) and 1 <= n_dims <= D, got {obs.shape} and {n_dims}")
+    keys = np.ascontiguousarray(obs[:, :n_dims])
+    seen = {keys[0].tobytes()}
+    new = np.zeros(len(obs) - 1, dtype=np.float32)
+    for t in range(1, len(obs)):
+        key = keys[t].tobytes()
+        if key not in seen:
+            seen.add(key)
+            new[t - 1] = 1.0
+    return new
+
+
+def novelty_coefficient(bonus: float, anneal_steps: int | None, env_steps: int) -> float:
+    """The first-visit bonus after ``env_steps`` of training: ``bonus`` falling linearly to 0 at ``anneal_steps``
+    (constant when ``anneal_steps`` is ``None``)."""
+    if anneal_steps is None:
+        return float(bonus)
+    return float(bonus) * max(1.0 - env_steps / max(int(anneal_steps), 1), 0.0)

@@ -10,6 +10,9 @@ import torch
 
 from meta.incontext.agent import Batch
 
+#: The array fields of a :class:`Trajectory` in a checkpoint (``novelty`` only where it was kept).
+FIELDS = ("obs", "actions", "rewards", "dones", "novelty")
+
 
 @dataclass
 class Trajectory:
@@ -20,12 +23,15 @@ class Trajectory:
         actions: ``(T,)`` int64.
         rewards: ``(T,)`` float32.
         dones: ``(T,)`` float32, 1.0 where the task ended (terminated, not truncated).
+        novelty: ``(T,)`` float32, 1.0 where the step reached an observation new to the trial
+            (:func:`~meta.incontext.exploration.first_visits`), or ``None`` when the run keeps no novelty bonus.
     """
 
     obs: np.ndarray
     actions: np.ndarray
     rewards: np.ndarray
     dones: np.ndarray
+    novelty: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -55,20 +61,36 @@ class TrajectoryReplay:
         if len(self.trajectories) > self.capacity:
             self.trajectories.pop(0)
 
-    def sample(self, batch_size: int, window: int, rng: np.random.Generator, full_trials: bool = False) -> Batch:
+    def sample(
+        self,
+        batch_size: int,
+        window: int,
+        rng: np.random.Generator,
+        full_trials: bool = False,
+        novelty_coef: float = 0.0,
+    ) -> Batch:
         """``batch_size`` windows from uniformly chosen trajectories (see :meth:`windows`)."""
         if not self.trajectories:
             raise RuntimeError("cannot sample from an empty replay")
-        return self.windows(rng.integers(0, len(self.trajectories), size=batch_size), window, rng, full_trials)
+        indices = rng.integers(0, len(self.trajectories), size=batch_size)
+        return self.windows(indices, window, rng, full_trials, novelty_coef)
 
-    def windows(self, indices: np.ndarray, window: int, rng: np.random.Generator, full_trials: bool = False) -> Batch:
+    def windows(
+        self,
+        indices: np.ndarray,
+        window: int,
+        rng: np.random.Generator,
+        full_trials: bool = False,
+        novelty_coef: float = 0.0,
+    ) -> Batch:
         """Windows of the trajectories at ``indices``, one row each.
 
         With ``full_trials`` every row is its whole trajectory from step 0 (``window`` is ignored): the agent then
         trains on exactly the histories it acts with (AMAGO, Sec. 4.1, sets the context to the trial length).
         Otherwise a window of ``window`` steps starts uniformly in ``[0, len - window]`` so it lies inside its
         trajectory (drawn from ``rng``). Trajectories shorter than the time axis are padded with zeros, with
-        ``mask = 0`` on the padding.
+        ``mask = 0`` on the padding. With ``novelty_coef`` > 0 the rewards are the env's plus ``novelty_coef`` times
+        each trajectory's ``novelty`` (the coefficient of the moment, so an annealed bonus leaves old trials too).
 
         Returns:
             A :class:`~meta.incontext.agent.Batch` whose time axis is the longest chosen trajectory with
@@ -92,6 +114,10 @@ class TrajectoryReplay:
             obs[row, : n + 1] = traj.obs[begin : end + 1]
             actions[row, :n] = traj.actions[begin:end]
             rewards[row, :n] = traj.rewards[begin:end]
+            if novelty_coef > 0.0:
+                if traj.novelty is None:
+                    raise ValueError("novelty_coef > 0 needs trajectories stored with their novelty")
+                rewards[row, :n] += novelty_coef * traj.novelty[begin:end]
             dones[row, :n] = traj.dones[begin:end]
             mask[row, :n] = 1.0
             start[row] = begin
@@ -102,7 +128,7 @@ class TrajectoryReplay:
         return {
             "capacity": self.capacity,
             "trajectories": [
-                {name: torch.from_numpy(getattr(t, name)) for name in ("obs", "actions", "rewards", "dones")}
+                {name: torch.from_numpy(getattr(t, name)) for name in FIELDS if getattr(t, name) is not None}
                 for t in self.trajectories
             ],
         }

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from meta.incontext.agent import InContextAgent, polyak_
 from meta.incontext.config import AgentConfig, TrainConfig, with_saved_defaults
-from meta.incontext.exploration import BilevelEpsilon, PerActorEpsilon
+from meta.incontext.exploration import BilevelEpsilon, PerActorEpsilon, first_visits, novelty_coefficient
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 from meta.incontext.tasks import EVAL_SEED_BASE, eval_task_seeds, make_task_env, rollout_length, task_env_fns
 from rolloutlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -186,6 +186,8 @@ class InContextTrainer:
         kwargs = task_kwargs(config)
         probe = make_task_env(config.task, **kwargs)
         self.input_dim = int(np.prod(probe.observation_space.shape))  # type: ignore[arg-type]
+        # The task env's own observation leads every input (the RL^2 entries follow): what makes a step new.
+        self.env_obs_dim = int(np.prod(probe.unwrapped.observation_space.shape))  # type: ignore[arg-type]
         self.n_actions = int(probe.action_space.n)  # type: ignore[attr-defined]
         probe.close()
         # The training actors' tasks (smaller key-door rooms when configured); evaluation builds its own, whole ones.
@@ -273,11 +275,23 @@ class InContextTrainer:
         start = time.perf_counter()
         trajectories = run_rollouts(self.agent, self.venv, seeds, self.trial_epsilons(), self.rng, self.generator)
         self.act_seconds += time.perf_counter() - start
+        log = {"rollout/return_mean": float(np.mean([t.rewards.sum() for t in trajectories]))}
+        if cfg.novelty_bonus > 0:
+            visits = [first_visits(traj.obs, self.env_obs_dim) for traj in trajectories]
+            for traj, new in zip(trajectories, visits, strict=True):
+                traj.novelty = new
+            log["rollout/first_visits_mean"] = float(np.mean([new.sum() for new in visits]))
         for traj in trajectories:
             self.replay.add(traj)
             self.env_steps += len(traj)
         self.iteration += 1
-        return {"rollout/return_mean": float(np.mean([t.rewards.sum() for t in trajectories]))}
+        return log
+
+    @property
+    def novelty_coef(self) -> float:
+        """The first-visit bonus the critic's targets add now (``config.novelty_bonus``, annealed)."""
+        cfg = self.config
+        return novelty_coefficient(cfg.novelty_bonus, cfg.novelty_anneal_steps, self.env_steps)
 
     @property
     def planned_updates(self) -> int:
@@ -295,7 +309,9 @@ class InContextTrainer:
             lr = learning_rate(self.updates, cfg.agent, self.planned_updates)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng, cfg.full_trials).to(self.device)
+            batch = self.replay.sample(cfg.batch_size, cfg.window, self.rng, cfg.full_trials, self.novelty_coef).to(
+                self.device
+            )
             loss, info = self.agent.loss(batch, self.generator)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -308,6 +324,8 @@ class InContextTrainer:
                 polyak_(self.ema_agent, self.agent, ema_rate(self.updates, cfg.agent.ema_decay))
             self.updates += 1
             info["train/lr"] = lr
+            if cfg.novelty_bonus > 0:
+                info["train/novelty_coef"] = self.novelty_coef
         self.update_seconds += time.perf_counter() - start
         return info
 

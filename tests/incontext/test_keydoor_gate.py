@@ -439,3 +439,17 @@ def test_keydoor_qlearning_setting_is_the_configuration_the_gate_measured() -> N
     for c, trial in ((cfg, 100), (big, 500)):
         assert c.updates_per_step * c.batch_size * trial == pytest.approx(10.0)
     assert big.updates_per_step == pytest.approx(cfg.updates_per_step / 5)
+
+
+def test_keydoor_novelty_setting_is_keydoor_qlearning_with_the_first_visit_bonus() -> None:
+    from experiments.incontext.benchmark_parts import config_differences
+    from experiments.incontext.matched_protocol import budget
+    from rolloutlab.config import to_dict
+
+    plain = agent_config("keydoor_qlearning", "keydoor", 0, 7_200_000, 60.0, 200)
+    novelty = agent_config("keydoor_novelty", "keydoor", 0, 7_200_000, 60.0, 200)
+    assert sorted(config_differences(to_dict(plain), novelty)) == [
+        "checkpoint_every", "novelty_anneal_steps", "novelty_bonus",
+    ]  # fmt: skip
+    assert novelty.novelty_bonus == 0.1 and novelty.novelty_anneal_steps == 4_800_000
+    assert plain.novelty_bonus == 0.0 and budget("keydoor_novelty", "keydoor") == budget("keydoor_qlearning", "keydoor")

@@ -1,11 +1,13 @@
-"""Trajectory replay: windows stay inside their trajectory, short ones are padded and masked, state round-trips."""
+"""Trajectory replay: windows stay inside their trajectory, short ones are padded and masked, state round-trips;
+exploration schedules and the within-trial first-visit bonus."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
-from meta.incontext.exploration import PerActorEpsilon
+from meta.incontext.exploration import PerActorEpsilon, first_visits, novelty_coefficient
 from meta.incontext.replay import Trajectory, TrajectoryReplay
 
 
@@ -64,3 +66,38 @@ def test_per_actor_epsilon_anneals_to_spread_finals() -> None:
     np.testing.assert_allclose(schedule(1000), np.geomspace(0.01, 0.1, 4))
     middle = schedule(50)
     assert np.all(np.diff(middle) > 0) and np.all((middle > schedule(1000)) & (middle < 1.0))
+
+
+def test_first_visits_marks_steps_that_reach_an_observation_new_to_the_trial() -> None:
+    # Leading two entries make the observation; the third (an RL^2 entry, say) never matters.
+    obs = np.array([[0, 0, 9], [1, 0, 8], [0, 0, 7], [1, 0, 6], [1, 1, 5], [0, 0, 4]], dtype=np.float32)
+    np.testing.assert_array_equal(first_visits(obs, 2), [1.0, 0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(first_visits(obs, 3), [1.0, 1.0, 1.0, 1.0, 1.0])
+    assert first_visits(obs, 2).shape == (len(obs) - 1,) and first_visits(obs, 2).dtype == np.float32
+    with pytest.raises(ValueError, match="n_dims"):
+        first_visits(obs, 4)
+
+
+def test_novelty_coefficient_anneals_linearly_to_zero_or_stays() -> None:
+    assert novelty_coefficient(0.2, None, 10**9) == 0.2
+    assert novelty_coefficient(0.2, 100, 0) == 0.2
+    assert novelty_coefficient(0.2, 100, 25) == pytest.approx(0.15)
+    assert novelty_coefficient(0.2, 100, 100) == 0.0 and novelty_coefficient(0.2, 100, 1000) == 0.0
+
+
+def test_novelty_coef_adds_the_bonus_to_sampled_rewards_and_round_trips() -> None:
+    traj = _traj(6)
+    traj.novelty = np.array([1, 0, 1, 0, 0, 1], dtype=np.float32)
+    replay = TrajectoryReplay(capacity=4)
+    replay.add(traj)
+    plain = replay.windows(np.array([0]), 6, np.random.default_rng(0))
+    bonus = replay.windows(np.array([0]), 6, np.random.default_rng(0), novelty_coef=0.5)
+    torch.testing.assert_close(bonus.rewards - plain.rewards, 0.5 * torch.from_numpy(traj.novelty)[None])
+    np.testing.assert_array_equal(traj.rewards, np.arange(6, dtype=np.float32))  # the stored rewards stay the env's
+    clone = TrajectoryReplay(capacity=1)
+    clone.load_state_dict(replay.state_dict())
+    np.testing.assert_array_equal(clone.trajectories[0].novelty, traj.novelty)  # type: ignore[arg-type]
+    replay.add(_traj(6))  # kept without novelty: no bonus can be added to it
+    assert "novelty" not in replay.state_dict()["trajectories"][1]
+    with pytest.raises(ValueError, match="novelty"):
+        replay.windows(np.array([1]), 6, np.random.default_rng(0), novelty_coef=0.5)

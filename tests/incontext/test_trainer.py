@@ -74,6 +74,35 @@ def test_keydoor_train_rooms_until_returns_the_actors_to_the_whole_grid(tmp_path
     assert all(env.unwrapped.room == 6 for env in trainer.venv.envs)  # type: ignore[attr-defined]
 
 
+def test_novelty_bonus_reaches_the_critics_targets_and_not_the_logged_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = _tiny("keydoor", 2000, keydoor_size=4, novelty_bonus=0.3, novelty_anneal_steps=4000, checkpoint_every=1)
+    trainer = InContextTrainer(cfg, tmp_path)
+    seen: list[float] = []
+    plain_sample = trainer.replay.sample
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(float(args[4]))  # type: ignore[arg-type]  # novelty_coef, passed positionally
+        return plain_sample(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trainer.replay, "sample", recording)
+    trainer.learn()
+    trajectories = trainer.replay.trajectories
+    assert trajectories and all(traj.novelty is not None for traj in trajectories)
+    for traj in trajectories:
+        # At most the 4x4 grid's 16 cells times two key states, less the start: the observation is the env's own.
+        assert 1 <= traj.novelty.sum() <= 31  # type: ignore[union-attr]
+        assert set(np.unique(traj.rewards)) <= {0.0, 1.0}  # stored and logged: the env's rewards alone
+    # 20 updates after each 1000-step collection, at the bonus of that moment (annealed from 0.3 to 0 at 4000).
+    assert seen == pytest.approx([0.3 * (1 - 1000 / 4000)] * 20 + [0.3 * (1 - 2000 / 4000)] * 20)
+    with open(tmp_path / "progress.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert all(float(row["rollout/first_visits_mean"]) > 0 for row in rows)
+    resumed = InContextTrainer(cfg, tmp_path, resume=True)  # the novelty survives the checkpoint
+    assert all(traj.novelty is not None for traj in resumed.replay.trajectories)
+
+
 def test_resume_after_kill_continues_exactly(tmp_path: Path) -> None:
     straight = InContextTrainer(_tiny("bandit", 80, updates_per_step=0.1), None)
     straight.learn()
