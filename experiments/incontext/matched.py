@@ -91,6 +91,10 @@ class Args:
     """Training seconds of each RecurrentPPO grid setting, as a fraction of the agent's seed-0 training seconds."""
     grid_eval_tasks: int = 200
     """Evaluation tasks that score a grid setting."""
+    grid_settings: list[int] | None = None
+    """Run only these RecurrentPPO grid settings (indices into meta.incontext.baseline.recurrent_ppo_grid()), to split
+    the grid over processes (each with ``--seeds`` naming the grid's seed first); the choice, and the equal-steps and
+    equal-time runs after it, wait until every setting's piece is on disk."""
     skip_ppo: bool = False
     """Run only the references and the agent."""
     summarize_only: bool = False
@@ -146,15 +150,19 @@ def run_task(name: str, args: Args, root: Path) -> None:
         first = args.seeds[0]
         base = agent_runs[first]
         assert base is not None
-        scores = []
-        for i, ppo_config in enumerate(recurrent_ppo_grid()):
+        grid_configs = recurrent_ppo_grid()
+        chosen = range(len(grid_configs)) if args.grid_settings is None else args.grid_settings
+        for i in chosen:
             piece = partial_path(root, name, f"ppo_grid{i}")
             if load_json(piece) is None:
                 cfg = dataclasses.replace(configs[first], eval_tasks=args.grid_eval_tasks)
-                save_json(piece, run_ppo(cfg, None, args.grid_fraction * base["train_seconds"], ppo_config))
-            tried = load_json(piece)
-            assert tried is not None
-            scores.append((tried["eval"]["mean"], i, tried["config"]))
+                save_json(piece, run_ppo(cfg, None, args.grid_fraction * base["train_seconds"], grid_configs[i]))
+        tried = [load_json(partial_path(root, name, f"ppo_grid{i}")) for i in range(len(grid_configs))]
+        waiting = [i for i, piece in enumerate(tried) if piece is None]
+        if waiting:
+            print(f"{name}: RecurrentPPO grid settings {waiting} still to run; the choice waits for them", flush=True)
+            return
+        scores = [(piece["eval"]["mean"], i, piece["config"]) for i, piece in enumerate(tried) if piece is not None]
         best = max(scores, key=lambda s: (s[0], -s[1]))
         save_json(grid_path, {"best": best[2], "scores": [{"mean": m, "config": c} for m, _, c in scores]})
     grid = load_json(grid_path)

@@ -323,6 +323,25 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     assert agent_file.stat().st_mtime_ns == stamp
 
 
+def test_the_recurrent_ppo_grid_splits_over_processes_and_the_choice_waits_for_all(tmp_path: Path) -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "matched.py")
+    args = script.Args(
+        tasks=["bandit_2x100"], seeds=[0], budget_scale=0.002, eval_tasks=10, grid_eval_tasks=10, grid_fraction=0.02,
+        grid_settings=[6, 1], partial_dir=str(tmp_path / "partial"), runs_root=str(tmp_path / "runs"),
+        out=str(tmp_path), tmaze_headline_dir=str(tmp_path / "no"), bandit_headline_dir=str(tmp_path / "no"),
+    )  # fmt: skip
+    script.main(args)
+    partial = tmp_path / "partial"
+    assert sorted(p.name for p in partial.glob("bandit_2x100__ppo_*")) == [
+        "bandit_2x100__ppo_grid1.json", "bandit_2x100__ppo_grid6.json",
+    ]  # fmt: skip
+    script.main(dataclasses.replace(args, grid_settings=[0, 2, 3, 4, 5, 7]))
+    grid = json.loads((partial / "bandit_2x100__ppo_grid.json").read_text())
+    assert len(grid["scores"]) == 8
+    assert (partial / "bandit_2x100__ppo_equal_steps__seed0.json").exists()
+    assert (partial / "bandit_2x100__ppo_equal_time__seed0.json").exists()
+
+
 def test_benchmark_summary_carries_the_pre_registered_tmaze_headline(tmp_path: Path) -> None:
     script = load_script(REPO / "experiments" / "incontext" / "matched.py")
     headline = tmp_path / "headline"
