@@ -1,5 +1,5 @@
-"""In-context RL benchmark, second round (issue 18): the agent trained on the histories it acts with, RecurrentPPO at
-equal env steps and at equal wall-clock, and the reference policies, all on the same evaluation tasks.
+"""In-context RL benchmark: the agent trained on the histories it acts with, RecurrentPPO at equal env steps and at
+equal wall-clock, and the reference policies, all on the same evaluation tasks.
 
 Full run (3 seeds per task, every task; each agent run is capped at an hour, BUDGETS). Cost per bandit or key-door
 task: 3 agent runs + the RecurrentPPO grid (8 x a quarter of one run) + 3 equal-time runs + 3 equal-steps runs
@@ -29,7 +29,8 @@ it is done (a killed run loses at most the piece in progress; an agent run resum
    seed-0 training seconds and scored greedily on the first ``--grid-eval-tasks`` evaluation tasks. Tuning on the
    evaluation tasks favours RecurrentPPO, the conservative direction for a claim that the agent beats it.
 4. ``ppo_equal_steps`` and ``ppo_equal_time`` per seed: the chosen settings for the agent's env steps, and for the
-   agent's training seconds.
+   agent's training seconds. ``--grid-settings`` and ``--ppo-pieces`` split these over processes (one per core: an
+   equal-time piece measures wall-clock).
 
 Then ``results/summary.json`` (``tasks.<task>.agent.mean`` greedy and ``.sampled_mean``,
 ``tasks.<task>.references.<name>``, ``tasks.<task>.target_met``; a task with missing pieces says
@@ -95,6 +96,9 @@ class Args:
     """Run only these RecurrentPPO grid settings (indices into meta.incontext.baseline.recurrent_ppo_grid()), to split
     the grid over processes (each with ``--seeds`` naming the grid's seed first); the choice, and the equal-steps and
     equal-time runs after it, wait until every setting's piece is on disk."""
+    ppo_pieces: list[str] = field(default_factory=lambda: ["ppo_equal_steps", "ppo_equal_time"])
+    """Which of RecurrentPPO's per-seed pieces to run, to split one seed's pieces over processes (equal-time pieces
+    measure wall-clock: run no more processes than cores)."""
     skip_ppo: bool = False
     """Run only the references and the agent."""
     summarize_only: bool = False
@@ -175,7 +179,7 @@ def run_task(name: str, args: Args, root: Path) -> None:
         assert agent is not None
         for method, (env_steps, max_seconds) in ppo_budgets(agent).items():
             path = partial_path(root, name, method, seed)
-            if load_json(path) is None:
+            if method in args.ppo_pieces and load_json(path) is None:
                 save_json(path, run_ppo(cfg, env_steps, max_seconds, best_config))
 
 
@@ -220,6 +224,10 @@ def main(args: Args) -> None:
                 raise SystemExit(f"unknown task {name!r}; known: {list(TASKS)}")
         if args.setting not in SETTINGS:
             raise SystemExit(f"unknown setting {args.setting!r}; known: {list(SETTINGS)}")
+        known_pieces = list(ppo_budgets({"env_steps": 0, "train_seconds": 0.0}))
+        for piece in args.ppo_pieces:
+            if piece not in known_pieces:
+                raise SystemExit(f"unknown RecurrentPPO piece {piece!r}; known: {known_pieces}")
         for name in args.tasks:
             run_task(name, args, root)
     summary = summarize(root, args.seeds)

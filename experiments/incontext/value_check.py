@@ -15,6 +15,7 @@ layout) and writes JSON:
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,12 +54,27 @@ def discounted_returns(rewards: np.ndarray, dones: np.ndarray, gamma: float) -> 
     return out
 
 
+def _compare(taken: np.ndarray, returns: np.ndarray, suffix: str) -> dict[str, Any]:
+    """Mean Monte-Carlo return, mean |Q| over mean |return|, and their correlation (``None`` if either is constant)."""
+    return {
+        f"mc_return_mean{suffix}": float(returns.mean()),
+        f"size_ratio{suffix}": float(np.abs(taken).mean() / max(np.abs(returns).mean(), 1e-12)),
+        f"correlation{suffix}": (
+            float(np.corrcoef(taken, returns)[0, 1]) if taken.std() > 0 and returns.std() > 0 else None
+        ),
+    }
+
+
 def value_check(trainer: InContextTrainer, trials: int, rng: np.random.Generator) -> dict[str, Any]:
     """Q-values of replayed actions against the Monte-Carlo discounted returns that followed them, per discount.
 
     The critics learn values of rewards times ``agent.reward_scale`` (AMAGO's reward multiplier), so their Q-values
     are divided by it here: both sides are in the env's reward units (a ratio of ``reward_scale`` otherwise says
     nothing about the critic).
+
+    A run with a first-visit bonus (``TrainConfig.novelty_bonus``) trains its critics toward the env's rewards plus
+    the bonus at the run's current coefficient: ``*_with_bonus`` compares against those returns too (the ones the
+    critic learns), beside the env's own.
 
     Args:
         trainer: A trainer whose replay holds trajectories (its online weights are checked: the ones TD trains).
@@ -67,7 +83,14 @@ def value_check(trainer: InContextTrainer, trials: int, rng: np.random.Generator
     """
     cfg = trainer.config
     agent = trainer.agent.eval()
+    coef = trainer.novelty_coef
+    bonus_rng = copy.deepcopy(rng)  # the same windows again, their rewards with the first-visit bonus
     batch = trainer.replay.sample(trials, cfg.window, rng, cfg.full_trials).to(agent.device)
+    learned_rewards = (
+        trainer.replay.sample(trials, cfg.window, bonus_rng, cfg.full_trials, coef).rewards.numpy().astype(np.float64)
+        if coef > 0
+        else None
+    )
     with torch.no_grad():
         features, _ = agent.encode(batch.obs, None, batch.start)
         q = agent.q_values(features[:, :-1]).mean(dim=2).cpu() / cfg.agent.reward_scale  # (B, T, G, A), env units
@@ -82,17 +105,16 @@ def value_check(trainer: InContextTrainer, trials: int, rng: np.random.Generator
         "trials": trials,
         "reward_scale": cfg.agent.reward_scale,
         "mean_reward_per_trial": float((rewards * mask).sum(1).mean()),
+        "novelty_coef": coef,
         "per_discount": {},
     }
     for g, gamma in enumerate(cfg.agent.gammas):
-        returns = discounted_returns(rewards, dones, gamma)[mask]
         taken = q[..., g, :].gather(-1, actions[..., None]).squeeze(-1).numpy()[mask]
-        out["per_discount"][str(gamma)] = {
-            "q_taken_mean": float(taken.mean()),
-            "mc_return_mean": float(returns.mean()),
-            "size_ratio": float(np.abs(taken).mean() / max(np.abs(returns).mean(), 1e-12)),
-            "correlation": float(np.corrcoef(taken, returns)[0, 1]) if taken.std() > 0 and returns.std() > 0 else None,
-        }
+        returns = discounted_returns(rewards, dones, gamma)[mask]
+        out["per_discount"][str(gamma)] = {"q_taken_mean": float(taken.mean()), **_compare(taken, returns, "")}
+        if learned_rewards is not None:
+            learned = discounted_returns(learned_rewards, dones, gamma)[mask]
+            out["per_discount"][str(gamma)].update(_compare(taken, learned, "_with_bonus"))
     chosen = probs.numpy()[mask]
     out["policy_mean_probs"] = chosen.mean(0).tolist()
     out["policy_mean_max_prob"] = float(chosen.max(-1).mean())

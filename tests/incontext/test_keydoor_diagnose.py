@@ -128,6 +128,22 @@ def test_value_check_reads_q_values_in_env_reward_units(monkeypatch: pytest.Monk
     assert all(math.isclose(d["q_taken_mean"], 2.5, rel_tol=1e-6) for d in out["per_discount"].values())
 
 
+def test_value_check_also_compares_with_the_returns_a_bonus_critic_learns() -> None:
+    script = load_script(REPO / "experiments" / "incontext" / "value_check.py")
+    trainer = InContextTrainer(dataclasses.replace(_tiny_bandit(20, 0.0), novelty_bonus=0.5), None)
+    trainer.collect()
+    out = script.value_check(trainer, 2, np.random.default_rng(0))
+    assert out["novelty_coef"] == 0.5
+    for gamma, d in out["per_discount"].items():
+        # Every trial starts on a new observation, so the bonus adds at least 0.5 to the first step's return.
+        assert d["mc_return_mean_with_bonus"] > d["mc_return_mean"], gamma
+        assert {"size_ratio_with_bonus", "correlation_with_bonus"} <= set(d)
+    plain = InContextTrainer(_tiny_bandit(20, 0.0), None)
+    plain.collect()
+    assert not any("mc_return_mean_with_bonus" in d for d in script.value_check(
+        plain, 2, np.random.default_rng(0))["per_discount"].values())  # fmt: skip
+
+
 # --- the diagnosis script ---------------------------------------------------------------------------------------
 
 

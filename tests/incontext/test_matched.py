@@ -320,6 +320,8 @@ def test_benchmark_script_writes_partials_at_once_resumes_and_summarizes(tmp_pat
     # A piece run with another setting is not mixed in: the script stops and names the file.
     with pytest.raises(SystemExit, match="other settings"):
         script.main(dataclasses.replace(args, setting="whole_trial"))
+    with pytest.raises(SystemExit, match="unknown RecurrentPPO piece 'ppo_equal_step'"):
+        script.main(dataclasses.replace(args, ppo_pieces=["ppo_equal_step"]))
     assert agent_file.stat().st_mtime_ns == stamp
 
 
@@ -335,10 +337,12 @@ def test_the_recurrent_ppo_grid_splits_over_processes_and_the_choice_waits_for_a
     assert sorted(p.name for p in partial.glob("bandit_2x100__ppo_*")) == [
         "bandit_2x100__ppo_grid1.json", "bandit_2x100__ppo_grid6.json",
     ]  # fmt: skip
-    script.main(dataclasses.replace(args, grid_settings=[0, 2, 3, 4, 5, 7]))
+    script.main(dataclasses.replace(args, grid_settings=[0, 2, 3, 4, 5, 7], ppo_pieces=["ppo_equal_steps"]))
     grid = json.loads((partial / "bandit_2x100__ppo_grid.json").read_text())
     assert len(grid["scores"]) == 8
     assert (partial / "bandit_2x100__ppo_equal_steps__seed0.json").exists()
+    assert not (partial / "bandit_2x100__ppo_equal_time__seed0.json").exists()  # another process's piece
+    script.main(dataclasses.replace(args, ppo_pieces=["ppo_equal_time"]))
     assert (partial / "bandit_2x100__ppo_equal_time__seed0.json").exists()
 
 
