@@ -1,4 +1,4 @@
-"""In-context RL benchmarks (issue 7): the AMAGO-style agent against RecurrentPPO and the reference policies.
+"""In-context RL benchmarks, first protocol: the AMAGO-style agent against RecurrentPPO and the reference policies.
 
 One part per invocation, each writing ``experiments/incontext/results/<part>.json`` after every finished run (a killed
 benchmark loses at most the run in progress, and that run resumes from its checkpoint under ``runs/``):

@@ -1,4 +1,4 @@
-"""The gate: do imagined rollouts help Dyna-DQN at all? (issue "The model must pay off")
+"""The gate: do imagined rollouts help Dyna-DQN at all?
 
 Before any meta-controller is trained to choose the rollout length K, some K > 0 must beat K = 0. On Acrobot-v1 with a
 20k env-step budget and phases of 2k steps, every arm below trains ``runs`` paired inner runs (run i of every arm

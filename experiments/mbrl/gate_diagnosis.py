@@ -1,4 +1,4 @@
-"""Why the gate fails: how much can any model add over compute-matched K = 0? (issue "The model must pay off")
+"""Why the gate fails: how much can any model add over compute-matched K = 0?
 
 The gate (``gate.py``, :func:`experiments.mbrl.gate_protocol.run_gate`) asks a learned model to beat K = 0 given the
 same extra gradient updates on real data. Before improving the learned model further, this script measures the

@@ -1,6 +1,6 @@
 r"""PETS (CEM and MPPI) on the learned ensemble: env steps to threshold and planning latency, beside MBPO and SAC.
 
-The issue "Planning on the learned model": Pendulum-v1 and InvertedPendulum-v5, 5 seeds, the MBPO benchmark's
+The protocol: Pendulum-v1 and InvertedPendulum-v5, 5 seeds, the MBPO benchmark's
 thresholds and evaluation protocol (every 100 env steps, 5 episodes, evaluation env reseeded to seed + 10000, 200
 uniform-random warm-up steps). A PETS run stops at its first evaluation that reaches the threshold. MBPO and SAC at one
 update per step come from the MBPO benchmark's saved runs for the same seeds

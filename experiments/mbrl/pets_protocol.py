@@ -1,4 +1,4 @@
-"""The PETS benchmark (issue "Planning on the learned model"): env steps to threshold and planning latency.
+"""The PETS benchmark: env steps to threshold and planning latency.
 
 Arms ``pets_cem`` and ``pets_mppi`` run :class:`~planning.mpc.pets.PETS` under the evaluation protocol of the MBPO
 benchmark (:mod:`experiments.mbrl.arms`): the same thresholds, a deterministic evaluation of ``eval_episodes`` episodes

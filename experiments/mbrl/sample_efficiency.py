@@ -1,4 +1,4 @@
-r"""MBPO vs SB3 SAC under the protocol of the issue "The model must pay off" (see experiments/mbrl/arms.py).
+r"""MBPO vs SB3 SAC at matched warm-up, networks and evaluation (see experiments/mbrl/arms.py).
 
 Arms: ``mbpo:SPEC`` (one per rollout-length controller spec), ``sac_same_utd`` (SAC at MBPO's G updates per env
 step) and ``sac_utd1`` (SAC at one update per env step); same seeds, networks, warm-up and evaluation in every arm.

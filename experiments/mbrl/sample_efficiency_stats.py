@@ -1,4 +1,4 @@
-"""The statistics of the sample-efficiency benchmark (the issue "The model must pay off").
+"""The statistics of the sample-efficiency benchmark.
 
 * *steps to threshold* (Pendulum, InvertedPendulum): the first evaluation step whose mean return reaches the
   threshold, a never-reached run counting as the budget. "MBPO" is the MBPO arm with the lowest median steps; the

@@ -1,8 +1,8 @@
 """Assemble ``results/summary.json`` and ``summary.md`` from the benchmark JSONs beside them.
 
 Reads every ``results/sample_efficiency_<env>[_<tag>].json`` written by ``sample_efficiency.py`` and recomputes each
-summary entry from the per-seed runs stored there (nothing is rerun). Files of this protocol (the issue "The model
-must pay off") give the steps-to-threshold entries (``sample_efficiency``, with the targets and their ``met`` flags)
+summary entry from the per-seed runs stored there (nothing is rerun). Files of this protocol (a ``protocol``
+field) give the steps-to-threshold entries (``sample_efficiency``, with the targets and their ``met`` flags)
 and the HalfCheetah final-return entry (``halfcheetah``), plus costs and rliable aggregates (IQM of final returns with
 95% stratified-bootstrap intervals). Files of round one (no ``protocol`` field: eval every 250 steps, 250 warm-up
 steps, 5 seeds, a smaller MBPO data scale) go under ``round_one`` with this protocol's arm names, without targets: their

@@ -1,4 +1,4 @@
-"""RLVR breadth and asynchrony (issue 22, DARS-B and DART): DARS-B against uniform GRPO G=8 and DARS at equal
+"""RLVR breadth and asynchrony (DARS-B and DART): DARS-B against uniform GRPO G=8 and DARS at equal
 generated tokens (held-out pass@1 and pass@8), and DART against the synchronous trainer (wall-clock and learner idle
 time per step).
 

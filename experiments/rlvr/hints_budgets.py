@@ -1,4 +1,4 @@
-"""RLVR hints and budgets benchmark (issue 22): Guide and SEELE (hints on problems the model cannot solve) and HBPO
+"""RLVR hints and budgets benchmark: Guide and SEELE (hints on problems the model cannot solve) and HBPO
 (token budgets stated in the prompt) against uniform GRPO G=8, at equal generated-token budgets.
 
 Run from the repository root (one thread, low priority, resumable):
@@ -65,7 +65,7 @@ ARMS: dict[str, tuple[str, str]] = {
     "hbpo": ("budgets", "hbpo:0.05,4,6,8,10"),
 }
 BASELINES = {"hints": "uniform_g8", "budgets": "uniform_scratch"}
-#: Sections another script may write (issue 22's DARS-B and DART), merged as they are.
+#: Sections another script may write (breadth_async.py's DARS-B and DART), merged as they are.
 OTHER_METHODS = ("dars_b", "dart")
 #: HBPO's headline needs answers at least this much shorter (upper end of the length ratio's interval below 1 − it).
 MIN_LENGTH_CUT = 0.05

@@ -1,4 +1,4 @@
-"""RLVR token-level benchmark (issue 21): where inside the response to spend samples — HAPO, EEPO, ARPO, EHPO
+"""RLVR token-level benchmark: where inside the response to spend samples — HAPO, EEPO, ARPO, EHPO
 against uniform GRPO G=8 on the calc tool-use family.
 
 Run from the repository root (one thread, low priority, resumable); the committed results are the restricted

@@ -1,4 +1,4 @@
-"""Gate of a token-level benchmark task (issue 21): is there room for the methods before the full benchmark runs?
+"""Gate of a token-level benchmark task: is there room for the methods before the full benchmark runs?
 
 Run from the repository root (one thread; a minute or two):
 

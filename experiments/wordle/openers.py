@@ -1,4 +1,4 @@
-"""The solver from every strong opener against Alex Selby's proven optima (issue "Wordle, second round").
+"""The solver from every strong opener against Alex Selby's proven optima.
 
 Easy mode: every one of the 105 listed openers; hard mode: the 20 best of the 101 listed. Each opener is evaluated
 exactly over all 2315 original answers with the documented configuration of its mode (``DEFAULT_TOP_K``,
